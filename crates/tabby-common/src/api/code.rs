@@ -1,0 +1,136 @@
+//! Server-side code search as seen by the completion service: a trait, its query and hit types,
+//! and the set of repositories a request may search. The implementation lives elsewhere.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::{config::CodeSearchParams, git_url::GitUrl};
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct CodeSearchQuery {
+    /// The file being edited (excluded from results), relative to the repository root.
+    pub filepath: Option<String>,
+    pub language: Option<String>,
+    /// The text to search with (the prefix, or a question).
+    pub content: String,
+    pub source_id: String,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct CodeSearchScores {
+    pub rrf: f32,
+    pub bm25: f32,
+    pub embedding: f32,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct CodeSearchDocument {
+    pub file_id: String,
+    pub chunk_id: String,
+    pub body: String,
+    pub filepath: String,
+    pub git_url: String,
+    pub commit: Option<String>,
+    pub language: String,
+    pub start_line: Option<usize>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct CodeSearchHit {
+    pub scores: CodeSearchScores,
+    pub doc: CodeSearchDocument,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodeSearchError {
+    /// No index exists yet (nothing indexed, or indexing has not finished its first commit).
+    #[error("the code index is not ready")]
+    NotReady,
+    #[error("code search failed: {0}")]
+    Other(#[from] anyhow::Error),
+}
+
+#[async_trait]
+pub trait CodeSearch: Send + Sync {
+    async fn search_in_language(
+        &self,
+        query: CodeSearchQuery,
+        params: CodeSearchParams,
+    ) -> Result<Vec<CodeSearchHit>, CodeSearchError>;
+}
+
+/// A repository a request is allowed to search.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeRepository {
+    pub git_url: String,
+    pub source_id: String,
+}
+
+/// The repositories one request may use for retrieval (all config repositories in community mode;
+/// filtered by access policy in the enterprise layer).
+#[derive(Clone, Debug, Default)]
+pub struct AllowedCodeRepository {
+    pub list: Vec<CodeRepository>,
+}
+
+impl AllowedCodeRepository {
+    /// The repository whose name equals the name of `git_url` (host, owner, protocol and
+    /// credentials ignored). On ties, the one whose canonical URL sorts first.
+    pub fn closest_match(&self, git_url: &str) -> Option<&CodeRepository> {
+        let wanted = GitUrl::parse(git_url)?;
+        let wanted_name = wanted.name();
+        if wanted_name.is_empty() {
+            return None;
+        }
+        self.list
+            .iter()
+            .filter_map(|repo| {
+                let url = GitUrl::parse(&repo.git_url)?;
+                (url.name() == wanted_name).then(|| (url.canonical(), repo))
+            })
+            .min_by(|a, b| a.0.cmp(&b.0))
+            .map(|(_, repo)| repo)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo(url: &str, id: &str) -> CodeRepository {
+        CodeRepository {
+            git_url: url.into(),
+            source_id: id.into(),
+        }
+    }
+
+    #[test]
+    fn matches_by_name_ignoring_host_protocol_and_credentials() {
+        let allowed = AllowedCodeRepository {
+            list: vec![
+                repo("https://github.com/TabbyML/tabby", "a"),
+                repo("https://gitlab.com/other/thing.git", "b"),
+            ],
+        };
+        for q in [
+            "git@github.com:TabbyML/tabby.git",
+            "https://user:pw@example.com/fork/tabby",
+            "ssh://git@host/x/tabby.git",
+        ] {
+            assert_eq!(allowed.closest_match(q).map(|r| r.source_id.as_str()), Some("a"), "{q}");
+        }
+        assert_eq!(allowed.closest_match("https://github.com/TabbyML/other"), None);
+        assert_eq!(allowed.closest_match(""), None);
+    }
+
+    #[test]
+    fn ties_go_to_smallest_canonical_url() {
+        let allowed = AllowedCodeRepository {
+            list: vec![
+                repo("https://z.example/x/tabby", "z"),
+                repo("https://a.example/x/tabby", "a"),
+            ],
+        };
+        assert_eq!(allowed.closest_match("https://q/tabby").unwrap().source_id, "a");
+    }
+}

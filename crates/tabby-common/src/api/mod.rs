@@ -1,0 +1,4 @@
+//! Types shared between the server's services and the HTTP layer.
+
+pub mod code;
+pub mod event;

@@ -1,0 +1,588 @@
+//! `$TABBY_ROOT/config.toml`: every section upstream accepts, parsed strictly enough that a broken
+//! file is reported with its path, line and key instead of silently falling back to defaults.
+//! Unknown keys are accepted (upstream ignores them too) but logged as warnings.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    git_url::{canonicalize_git_url, sanitize_git_url_to_dir_name},
+    languages::{Language, LanguageTable},
+};
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Config {
+    #[serde(default)]
+    pub repositories: Vec<RepositoryConfig>,
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default)]
+    pub model: ModelConfigGroup,
+    #[serde(default)]
+    pub completion: CompletionConfig,
+    #[serde(default)]
+    pub embedding: EmbeddingConfig,
+    #[serde(default)]
+    pub answer: AnswerConfig,
+    #[serde(default)]
+    pub additional_languages: Vec<Language>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct RepositoryConfig {
+    pub git_url: String,
+    #[serde(default)]
+    pub refs: Vec<String>,
+}
+
+impl RepositoryConfig {
+    /// The remote URL without credentials or `.git`.
+    pub fn canonical_git_url(&self) -> String {
+        canonicalize_git_url(&self.git_url)
+    }
+
+    /// A `file://` URL: indexed in place.
+    pub fn local_path(&self) -> Option<PathBuf> {
+        self.git_url.strip_prefix("file://").map(PathBuf::from)
+    }
+
+    /// Where the repository's files are: the local path, or the clone directory under `repositories_dir`.
+    pub fn dir(&self, repositories_dir: &Path) -> PathBuf {
+        self.local_path().unwrap_or_else(|| {
+            repositories_dir.join(sanitize_git_url_to_dir_name(&self.git_url))
+        })
+    }
+}
+
+/// Source id of the `index`-th `[[repositories]]` entry: `config:<hashid(index)>`.
+pub fn config_index_to_source_id(index: usize) -> String {
+    let harsh = harsh::Harsh::builder()
+        .salt("tabby-config-id-serializer")
+        .length(6)
+        .build()
+        .expect("static hashids parameters are valid");
+    format!("config:{}", harsh.encode(&[index as u64]))
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct ServerConfig {
+    /// Seconds before `/v1/completions` answers 408. (Upstream requires this key whenever
+    /// `[server]` is present; here it defaults like every other key.)
+    #[serde(default = "default_completion_timeout")]
+    pub completion_timeout: u64,
+}
+
+fn default_completion_timeout() -> u64 {
+    30
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            completion_timeout: default_completion_timeout(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct ModelConfigGroup {
+    pub completion: Option<ModelConfig>,
+    pub chat: Option<ModelConfig>,
+    pub embedding: Option<ModelConfig>,
+}
+
+/// `[model.<role>.http]` or `[model.<role>.local]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelConfig {
+    Http(HttpModelConfig),
+    Local(LocalModelConfig),
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct HttpModelConfig {
+    pub kind: String,
+    pub api_endpoint: Option<String>,
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub rate_limit: RateLimit,
+    pub model_name: Option<String>,
+    pub prompt_template: Option<String>,
+    pub chat_template: Option<String>,
+    pub supported_models: Option<Vec<String>>,
+    #[serde(default)]
+    pub additional_stop_words: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct RateLimit {
+    #[serde(default = "default_request_per_minute")]
+    pub request_per_minute: u64,
+}
+
+fn default_request_per_minute() -> u64 {
+    1200
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        Self {
+            request_per_minute: default_request_per_minute(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct LocalModelConfig {
+    /// A model id (`Org/Name` or `Name`) under `$TABBY_ROOT/models`, or a path to a model directory.
+    pub model_id: String,
+    #[serde(default = "default_parallelism")]
+    pub parallelism: u8,
+    #[serde(default = "default_num_gpu_layers")]
+    pub num_gpu_layers: u16,
+    pub enable_fast_attention: Option<bool>,
+    #[serde(default = "default_context_size")]
+    pub context_size: usize,
+    #[serde(default)]
+    pub additional_stop_words: Vec<String>,
+}
+
+fn default_parallelism() -> u8 {
+    4
+}
+fn default_num_gpu_layers() -> u16 {
+    9999
+}
+fn default_context_size() -> usize {
+    4096
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct CompletionConfig {
+    /// Bytes of prompt kept (the prefix is clipped from its start).
+    #[serde(default = "default_max_input_length")]
+    pub max_input_length: usize,
+    #[serde(default = "default_max_decoding_tokens")]
+    pub max_decoding_tokens: usize,
+    #[serde(default = "CodeSearchParams::completion_default")]
+    pub code_search_params: CodeSearchParams,
+}
+
+fn default_max_input_length() -> usize {
+    1536
+}
+fn default_max_decoding_tokens() -> usize {
+    64
+}
+
+impl Default for CompletionConfig {
+    fn default() -> Self {
+        Self {
+            max_input_length: default_max_input_length(),
+            max_decoding_tokens: default_max_decoding_tokens(),
+            code_search_params: CodeSearchParams::completion_default(),
+        }
+    }
+}
+
+/// Thresholds and sizes of one code search. When given in the config, all five keys are required.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct CodeSearchParams {
+    pub min_embedding_score: f32,
+    pub min_bm25_score: f32,
+    pub min_rrf_score: f32,
+    pub num_to_return: usize,
+    pub num_to_score: usize,
+}
+
+impl CodeSearchParams {
+    pub fn completion_default() -> Self {
+        Self {
+            min_embedding_score: 0.75,
+            min_bm25_score: 8.0,
+            min_rrf_score: 0.028,
+            num_to_return: 20,
+            num_to_score: 40,
+        }
+    }
+
+    pub fn answer_default() -> Self {
+        Self {
+            min_embedding_score: 0.5,
+            min_bm25_score: -1.0,
+            min_rrf_score: -1.0,
+            num_to_return: 10,
+            num_to_score: 100,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct EmbeddingConfig {
+    /// Bytes of text embedded per chunk. (Upstream's default is 0 = unlimited when the table is
+    /// absent and 5120 when present; we use 5120 either way.)
+    #[serde(default = "default_embedding_max_input_length")]
+    pub max_input_length: usize,
+}
+
+fn default_embedding_max_input_length() -> usize {
+    5120
+}
+
+impl Default for EmbeddingConfig {
+    fn default() -> Self {
+        Self {
+            max_input_length: default_embedding_max_input_length(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct AnswerConfig {
+    #[serde(default = "CodeSearchParams::answer_default")]
+    pub code_search_params: CodeSearchParams,
+    #[serde(default = "default_presence_penalty")]
+    pub presence_penalty: f32,
+    #[serde(default = "AnswerConfig::default_system_prompt")]
+    pub system_prompt: String,
+}
+
+fn default_presence_penalty() -> f32 {
+    0.5
+}
+
+impl AnswerConfig {
+    pub fn default_system_prompt() -> String {
+        "You are Tabby, a coding assistant for a software team. Answer questions about the team's \
+         code and documentation accurately and concisely. Ground your answer in the provided \
+         context and cite it with [[citation:N]] markers; when the context does not contain the \
+         answer, say so rather than guessing. Prefer short code examples in fenced blocks with a \
+         language tag."
+            .to_string()
+    }
+}
+
+impl Default for AnswerConfig {
+    fn default() -> Self {
+        Self {
+            code_search_params: CodeSearchParams::answer_default(),
+            presence_penalty: default_presence_penalty(),
+            system_prompt: Self::default_system_prompt(),
+        }
+    }
+}
+
+/// A config file that could not be used, with where and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {location}key `{key}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        /// "line L, column C, " when known.
+        location: String,
+        key: String,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Loads `path`. A missing file is the default config; anything unreadable or invalid is an error.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(path, &text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Parses and validates config text; `path` is only used in error messages.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let invalid = |location: String, key: String, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            location,
+            key,
+            message,
+        };
+        let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+            invalid(
+                span_location(text, e.span()),
+                "(syntax)".into(),
+                e.message().to_string(),
+            )
+        })?;
+        let mut unknown = Vec::new();
+        let mut track = |p: serde_ignored::Path<'_>| unknown.push(p.to_string());
+        let ignoring = serde_ignored::Deserializer::new(deserializer, &mut track);
+        let config: Config = serde_path_to_error::deserialize(ignoring).map_err(|e| {
+            let key = e.path().to_string();
+            let inner = e.into_inner();
+            invalid(
+                span_location(text, inner.span()),
+                key,
+                inner.message().to_string(),
+            )
+        })?;
+        for key in unknown {
+            tracing::warn!("{}: unknown key `{key}` is ignored", path.display());
+        }
+        config.validate().map_err(|(key, message)| {
+            let location = find_key_line(text, &key)
+                .map(|l| format!("line {l}, "))
+                .unwrap_or_default();
+            invalid(location, key, message)
+        })?;
+        Ok(config)
+    }
+
+    /// Semantic checks; returns the offending key and a message.
+    fn validate(&self) -> Result<(), (String, String)> {
+        for (role, model) in [
+            ("completion", &self.model.completion),
+            ("chat", &self.model.chat),
+            ("embedding", &self.model.embedding),
+        ] {
+            if let Some(ModelConfig::Http(http)) = model {
+                if let (Some(supported), Some(name)) = (&http.supported_models, &http.model_name) {
+                    if !supported.contains(name) {
+                        return Err((
+                            format!("model.{role}.http.supported_models"),
+                            format!("must contain model_name {name:?} (it lists {supported:?})"),
+                        ));
+                    }
+                }
+                if http.rate_limit.request_per_minute == 0 {
+                    return Err((
+                        format!("model.{role}.http.rate_limit.request_per_minute"),
+                        "must be at least 1".into(),
+                    ));
+                }
+            }
+        }
+        let mut dirs: HashMap<PathBuf, usize> = HashMap::new();
+        for (i, repo) in self.repositories.iter().enumerate() {
+            if repo.git_url.trim().is_empty() {
+                return Err((format!("repositories[{i}].git_url"), "must not be empty".into()));
+            }
+            let dir = repo.dir(Path::new(""));
+            if let Some(first) = dirs.insert(dir, i) {
+                return Err((
+                    format!("repositories[{i}].git_url"),
+                    format!(
+                        "{:?} is the same repository as repositories[{first}] ({:?})",
+                        repo.git_url, self.repositories[first].git_url
+                    ),
+                ));
+            }
+        }
+        if self.server.completion_timeout == 0 {
+            return Err((
+                "server.completion_timeout".into(),
+                "must be at least 1 second".into(),
+            ));
+        }
+        LanguageTable::with_additional(&self.additional_languages)
+            .map_err(|e| ("additional_languages".to_string(), e.to_string()))?;
+        Ok(())
+    }
+
+    /// The languages table including `[[additional_languages]]` (validated at load).
+    pub fn language_table(&self) -> LanguageTable {
+        LanguageTable::with_additional(&self.additional_languages).unwrap_or_default()
+    }
+}
+
+fn span_location(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    let Some(span) = span else {
+        return String::new();
+    };
+    let start = span.start.min(text.len());
+    let line = text[..start].matches('\n').count() + 1;
+    let column = start - text[..start].rfind('\n').map_or(0, |i| i + 1) + 1;
+    format!("line {line}, column {column}, ")
+}
+
+/// Best-effort line of the last component of a dotted key (for semantic errors).
+fn find_key_line(text: &str, key: &str) -> Option<usize> {
+    let leaf = key.rsplit('.').next()?;
+    let leaf = leaf.split('[').next()?;
+    text.lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.starts_with(leaf) && l[leaf.len()..].trim_start().starts_with('=')
+        })
+        .map(|i| i + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(Path::new("/root/.tabby/config.toml"), text)
+    }
+
+    #[test]
+    fn empty_is_default() {
+        let c = parse("").unwrap();
+        assert_eq!(c.server.completion_timeout, 30);
+        assert_eq!(c.completion.max_input_length, 1536);
+        assert_eq!(c.completion.max_decoding_tokens, 64);
+        assert_eq!(c.completion.code_search_params, CodeSearchParams::completion_default());
+        assert_eq!(c.answer.code_search_params, CodeSearchParams::answer_default());
+        assert_eq!(c.answer.presence_penalty, 0.5);
+        assert_eq!(c.embedding.max_input_length, 5120);
+        assert!(c.model.completion.is_none());
+    }
+
+    #[test]
+    fn every_section_parses() {
+        let c = parse(
+            r#"
+[[repositories]]
+git_url = "https://github.com/TabbyML/tabby.git"
+refs = ["main"]
+name = "ignored"
+
+[server]
+completion_timeout = 5
+
+[model.completion.http]
+kind = "llama.cpp/completion"
+api_endpoint = "http://localhost:8081"
+prompt_template = "<PRE> {prefix} <SUF>{suffix} <MID>"
+additional_stop_words = ["<END>"]
+[model.completion.http.rate_limit]
+request_per_minute = 60
+
+[model.chat.http]
+kind = "openai/chat"
+model_name = "gpt"
+api_endpoint = "http://localhost:8082/v1"
+supported_models = ["gpt", "gpt-2"]
+
+[model.embedding.local]
+model_id = "all-MiniLM-L6-v2"
+
+[completion]
+max_input_length = 2048
+max_decoding_tokens = 32
+[completion.code_search_params]
+min_embedding_score = 0.5
+min_bm25_score = 1.0
+min_rrf_score = 0.01
+num_to_return = 5
+num_to_score = 10
+
+[embedding]
+max_input_length = 1000
+
+[answer]
+presence_penalty = 0.1
+system_prompt = "be brief"
+
+[[additional_languages]]
+languages = ["zig"]
+exts = ["zig"]
+line_comment = "//"
+top_level_keywords = ["fn"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.repositories[0].refs, vec!["main"]);
+        assert_eq!(c.server.completion_timeout, 5);
+        let Some(ModelConfig::Http(http)) = &c.model.completion else {
+            panic!("expected http completion model")
+        };
+        assert_eq!(http.rate_limit.request_per_minute, 60);
+        assert_eq!(http.additional_stop_words, vec!["<END>"]);
+        assert!(matches!(&c.model.embedding, Some(ModelConfig::Local(l)) if l.parallelism == 4));
+        assert_eq!(c.completion.code_search_params.num_to_return, 5);
+        assert_eq!(c.answer.system_prompt, "be brief");
+        assert_eq!(c.language_table().get("zig").canonical_name(), "zig");
+    }
+
+    #[test]
+    fn type_error_names_file_line_and_key() {
+        let err = parse("[server]\ncompletion_timeout = \"soon\"\n").unwrap_err().to_string();
+        assert!(err.contains("/root/.tabby/config.toml"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+        assert!(err.contains("server.completion_timeout"), "{err}");
+    }
+
+    #[test]
+    fn syntax_error_names_line() {
+        let err = parse("[server\n").unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn missing_required_key_is_named() {
+        let err = parse("[model.completion.http]\napi_endpoint = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("kind"), "{err}");
+        assert!(err.contains("model.completion"), "{err}");
+    }
+
+    #[test]
+    fn partial_code_search_params_is_an_error() {
+        let err = parse("[completion.code_search_params]\nnum_to_return = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("completion.code_search_params"), "{err}");
+    }
+
+    #[test]
+    fn supported_models_must_contain_model_name() {
+        let err = parse(
+            "[model.chat.http]\nkind = \"openai/chat\"\nmodel_name = \"a\"\nsupported_models = [\"b\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("model.chat.http.supported_models"), "{err}");
+        assert!(err.contains("line 4"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_repositories_are_an_error_not_a_fallback() {
+        let err = parse(
+            "[[repositories]]\ngit_url = \"https://github.com/a/b.git\"\n[[repositories]]\ngit_url = \"https://github.com/a/b\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("repositories[1].git_url"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_additional_language_is_an_error() {
+        let err = parse("[[additional_languages]]\nlanguages = [\"python\"]\nexts = [\"pyx\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("additional_languages"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_default_and_unreadable_is_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(Config::load(&dir.path().join("nope.toml")).is_ok());
+        assert!(matches!(Config::load(dir.path()), Err(ConfigError::Read { .. })));
+    }
+
+    #[test]
+    fn config_source_ids_are_stable() {
+        let a = config_index_to_source_id(0);
+        assert!(a.starts_with("config:") && a.len() >= "config:".len() + 6, "{a}");
+        assert_ne!(a, config_index_to_source_id(1));
+        assert_eq!(a, config_index_to_source_id(0));
+    }
+}

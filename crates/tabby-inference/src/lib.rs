@@ -1,0 +1,69 @@
+//! The model roles the server talks to, as traits: a FIM text completion stream, an OpenAI-style
+//! chat stream and a batched embedding. Backends (remote HTTP kinds in `http-api-bindings`, the
+//! embedded runtime later) implement them; services only ever see these traits.
+//!
+//! Also here: the per-language stop-word matcher and the prompt clipping used by every completion
+//! backend, so that both behave the same whatever serves the model.
+
+mod clip;
+mod decoding;
+
+use async_openai::types::chat::{CreateChatCompletionRequest, CreateChatCompletionStreamResponse};
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+pub use clip::{ClippedSegments, clip_prefix_for_budget, clip_to_last_bytes};
+pub use decoding::{StopCondition, StopConditionFactory};
+
+/// Sampling options for one completion request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompletionOptions {
+    pub max_decoding_tokens: i32,
+    pub sampling_temperature: f32,
+    pub seed: u64,
+    pub presence_penalty: f32,
+}
+
+/// Why a model call failed. Services map these to HTTP statuses.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The model is configured but cannot serve right now (weights missing, upstream down).
+    #[error("model unavailable: {0}")]
+    Unavailable(String),
+    /// The upstream server answered with an error.
+    #[error("model backend error: {0}")]
+    Backend(String),
+    /// The request to the backend was invalid (bad arguments from the caller).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+}
+
+/// A FIM/text completion backend: takes a fully built prompt and streams text pieces.
+///
+/// The stream yields pieces of generated text in order; an `Err` item ends the stream.
+#[async_trait]
+pub trait CompletionStream: Send + Sync {
+    async fn generate(
+        &self,
+        prompt: &str,
+        options: CompletionOptions,
+    ) -> BoxStream<'static, Result<String, ModelError>>;
+}
+
+/// An OpenAI-compatible chat backend.
+#[async_trait]
+pub trait ChatCompletionStream: Send + Sync {
+    /// Streams chat completion chunks. Errors creating the stream are returned directly;
+    /// errors mid-stream arrive as `Err` items.
+    async fn chat_stream(
+        &self,
+        request: CreateChatCompletionRequest,
+    ) -> Result<BoxStream<'static, Result<CreateChatCompletionStreamResponse, ModelError>>, ModelError>;
+}
+
+/// A batched text embedding backend.
+#[async_trait]
+pub trait Embedding: Send + Sync {
+    /// Embeds each input; the result has one vector per input, in order.
+    async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, ModelError>;
+}

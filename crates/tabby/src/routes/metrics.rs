@@ -1,0 +1,108 @@
+//! Prometheus metrics for HTTP requests: a counter and a latency histogram per method, matched
+//! route and status, rendered in the text exposition format at `GET /metrics`.
+
+use std::{
+    collections::BTreeMap,
+    fmt::Write,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use axum::{
+    extract::{MatchedPath, Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+#[derive(Default)]
+struct Series {
+    count: u64,
+    sum: f64,
+    /// Cumulative counts per bucket upper bound.
+    buckets: [u64; BUCKETS.len()],
+}
+
+#[derive(Default, Clone)]
+pub struct Metrics {
+    series: Arc<Mutex<BTreeMap<(String, String, u16), Series>>>,
+}
+
+impl Metrics {
+    fn observe(&self, method: &str, path: &str, status: u16, seconds: f64) {
+        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let s = series
+            .entry((method.to_string(), path.to_string(), status))
+            .or_default();
+        s.count += 1;
+        s.sum += seconds;
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if seconds <= *bound {
+                s.buckets[i] += 1;
+            }
+        }
+    }
+
+    pub fn render(&self) -> String {
+        let series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        out.push_str("# HELP http_requests_total Number of HTTP requests handled.\n");
+        out.push_str("# TYPE http_requests_total counter\n");
+        for ((method, path, status), s) in series.iter() {
+            let _ = writeln!(
+                out,
+                "http_requests_total{{method=\"{method}\",path=\"{path}\",status=\"{status}\"}} {}",
+                s.count
+            );
+        }
+        out.push_str("# HELP http_requests_duration_seconds Time to produce the response.\n");
+        out.push_str("# TYPE http_requests_duration_seconds histogram\n");
+        for ((method, path, status), s) in series.iter() {
+            let labels = format!("method=\"{method}\",path=\"{path}\",status=\"{status}\"");
+            for (bound, count) in BUCKETS.iter().zip(s.buckets.iter()) {
+                let _ = writeln!(
+                    out,
+                    "http_requests_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "http_requests_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                s.count
+            );
+            let _ = writeln!(out, "http_requests_duration_seconds_sum{{{labels}}} {}", s.sum);
+            let _ = writeln!(out, "http_requests_duration_seconds_count{{{labels}}} {}", s.count);
+        }
+        out
+    }
+}
+
+/// Middleware recording every request. Unmatched paths are grouped as `unmatched` so that
+/// scanners cannot grow the series without bound.
+pub async fn track(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
+    let method = request.method().to_string();
+    let path = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let start = Instant::now();
+    let response = next.run(request).await;
+    metrics.observe(
+        &method,
+        &path,
+        response.status().as_u16(),
+        start.elapsed().as_secs_f64(),
+    );
+    response
+}
+
+pub async fn render(State(metrics): State<Metrics>) -> impl IntoResponse {
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        metrics.render(),
+    )
+}

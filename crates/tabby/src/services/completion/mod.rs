@@ -1,0 +1,235 @@
+//! The completion service: turns a `CompletionRequest` into a prompt, streams the model with the
+//! language's stop words, restores CRLF line endings and logs a `completion` event.
+//! It knows nothing about HTTP.
+
+mod next_edit;
+pub mod prompt;
+pub mod types;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tabby_common::{
+    api::{
+        code::{AllowedCodeRepository, CodeSearch},
+        event::{self, Event, EventLogger},
+    },
+    config::CompletionConfig,
+    languages::LanguageTable,
+};
+use tabby_inference::{CompletionOptions, CompletionStream, ModelError, StopConditionFactory};
+pub use types::*;
+
+use self::prompt::PromptTemplate;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompletionError {
+    #[error("request has neither `segments` nor `debug_options.raw_prompt`")]
+    EmptyPrompt,
+    #[error("next_edit_suggestion mode needs `segments.edit_history`")]
+    MissingEditHistory,
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// A completion model plus how to prompt it.
+pub struct CompletionModel {
+    pub engine: Arc<dyn CompletionStream>,
+    pub prompt_template: Option<PromptTemplate>,
+    pub additional_stop_words: Vec<String>,
+}
+
+pub struct CompletionService {
+    // Fields are read by the next-edit module too.
+    engine: Arc<dyn CompletionStream>,
+    template: Option<PromptTemplate>,
+    stop_words: StopConditionFactory,
+    languages: Arc<LanguageTable>,
+    config: CompletionConfig,
+    code_search: Option<Arc<dyn CodeSearch>>,
+    logger: Arc<dyn EventLogger>,
+}
+
+/// What the caller knows about the request beyond its body.
+#[derive(Default)]
+pub struct RequestContext<'a> {
+    pub user: Option<String>,
+    pub user_agent: Option<&'a str>,
+    pub allowed_repositories: Option<&'a AllowedCodeRepository>,
+}
+
+impl CompletionService {
+    pub fn new(
+        model: CompletionModel,
+        languages: Arc<LanguageTable>,
+        config: CompletionConfig,
+        code_search: Option<Arc<dyn CodeSearch>>,
+        logger: Arc<dyn EventLogger>,
+    ) -> Self {
+        Self {
+            engine: model.engine,
+            template: model.prompt_template,
+            stop_words: StopConditionFactory::new(model.additional_stop_words),
+            languages,
+            config,
+            code_search,
+            logger,
+        }
+    }
+
+    pub async fn generate(
+        &self,
+        request: CompletionRequest,
+        ctx: RequestContext<'_>,
+    ) -> Result<CompletionResponse, CompletionError> {
+        let completion_id = format!("cmpl-{}", uuid::Uuid::new_v4());
+        let options = CompletionOptions {
+            max_decoding_tokens: self.config.max_decoding_tokens as i32,
+            sampling_temperature: request.temperature.unwrap_or(0.1),
+            seed: request.seed.unwrap_or_else(now_millis),
+            presence_penalty: 0.0,
+        };
+        if request.mode == CompletionMode::NextEditSuggestion {
+            return self.next_edit(completion_id, request, options, &ctx).await;
+        }
+
+        let language_name = request.language.as_deref().unwrap_or("unknown");
+        let language = self.languages.get(language_name);
+        let debug = request.debug_options.as_ref();
+
+        let (prompt, snippets, crlf) = if let Some(raw) = debug.and_then(|d| d.raw_prompt.clone())
+        {
+            (raw, vec![], false)
+        } else {
+            let segments = request.segments.as_ref().ok_or(CompletionError::EmptyPrompt)?;
+            let crlf = segments.prefix.contains("\r\n")
+                || segments.suffix.as_deref().is_some_and(|s| s.contains("\r\n"));
+            let (mut snippets, budget) = prompt::client_snippets(segments);
+            let rag_disabled =
+                debug.is_some_and(|d| d.disable_retrieval_augmented_code_completion);
+            if let (false, Some(search), Some(allowed)) =
+                (rag_disabled, &self.code_search, ctx.allowed_repositories)
+            {
+                prompt::add_code_search_snippets(
+                    search.as_ref(),
+                    allowed,
+                    segments,
+                    language_name,
+                    &self.config.code_search_params,
+                    &mut snippets,
+                    budget,
+                )
+                .await;
+            }
+            let prefix = prompt::prefix_with_snippets(language, &segments.prefix, &snippets);
+            let suffix = segments.suffix.clone().unwrap_or_default();
+            let (prefix, suffix) = if crlf {
+                (prefix.replace("\r\n", "\n"), suffix.replace("\r\n", "\n"))
+            } else {
+                (prefix, suffix)
+            };
+            let prompt = prompt::build_prompt(
+                self.template.as_ref(),
+                &prefix,
+                &suffix,
+                self.config.max_input_length,
+            );
+            (prompt, snippets, crlf)
+        };
+
+        let mut text = self.stream_until_stop(&prompt, options, language).await?;
+        if crlf {
+            text = to_crlf(&text);
+        }
+
+        self.logger.log(
+            ctx.user.clone().or(request.user.clone()),
+            Event::Completion {
+                completion_id: completion_id.clone(),
+                language: language_name.to_string(),
+                prompt: prompt.clone(),
+                segments: request.segments.as_ref().map(Segments::to_logged),
+                choices: vec![event::Choice {
+                    index: 0,
+                    text: text.clone(),
+                }],
+                user_agent: ctx.user_agent.map(str::to_string),
+            },
+        );
+
+        let debug_data = debug.map(|d| DebugData {
+            snippets: d.return_snippets.then_some(snippets),
+            prompt: d.return_prompt.then_some(prompt),
+        });
+        Ok(CompletionResponse {
+            id: completion_id,
+            choices: vec![Choice { index: 0, text }],
+            debug_data,
+            mode: CompletionMode::Standard,
+        })
+    }
+
+    /// Streams the model, cutting at the first stop word. An error before any text is returned;
+    /// an error after some text keeps what was generated.
+    async fn stream_until_stop(
+        &self,
+        prompt: &str,
+        options: CompletionOptions,
+        language: &tabby_common::languages::Language,
+    ) -> Result<String, ModelError> {
+        let mut stop = self.stop_words.create(language, prompt);
+        let mut stream = self.engine.generate(prompt, options).await;
+        let mut text = String::new();
+        while let Some(piece) = stream.next().await {
+            let piece = match piece {
+                Ok(piece) => piece,
+                Err(e) if text.is_empty() => return Err(e),
+                Err(e) => {
+                    tracing::warn!("completion stream ended with an error: {e}");
+                    break;
+                }
+            };
+            text.push_str(&piece);
+            if let Some(keep) = stop.push(&piece) {
+                let mut keep = keep.min(text.len());
+                while !text.is_char_boundary(keep) {
+                    keep -= 1;
+                }
+                text.truncate(keep);
+                break;
+            }
+        }
+        Ok(text)
+    }
+}
+
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+/// `\n` → `\r\n`, leaving existing `\r\n` alone.
+fn to_crlf(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    let mut prev = '\0';
+    for ch in text.chars() {
+        if ch == '\n' && prev != '\r' {
+            out.push('\r');
+        }
+        out.push(ch);
+        prev = ch;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crlf_restored_without_doubling() {
+        assert_eq!(to_crlf("a\nb\r\nc\n"), "a\r\nb\r\nc\r\n");
+    }
+}

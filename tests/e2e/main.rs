@@ -1,0 +1,10 @@
+//! End-to-end tests: the real `tabby` binary on loopback against fake model servers.
+
+mod support;
+
+mod chat;
+mod completions;
+mod config;
+mod errors;
+mod events;
+mod info_routes;

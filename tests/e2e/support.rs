@@ -1,0 +1,178 @@
+//! Starting the real `tabby` binary for a test: a fresh `TABBY_ROOT` with the given config,
+//! `--port 0` (the server prints the address it bound), and a client for it.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+pub use fake_model_servers::{FakeServer, Protocol, Script};
+use serde_json::Value;
+
+pub struct TabbyServer {
+    child: Option<Child>,
+    url: String,
+    pub root: tempfile::TempDir,
+    stderr_path: PathBuf,
+}
+
+pub fn tabby_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_tabby")
+}
+
+impl TabbyServer {
+    /// Starts `tabby serve --no-webserver` with `config` as `$TABBY_ROOT/config.toml`.
+    pub fn start(config: &str) -> TabbyServer {
+        Self::start_with_args(config, &["--no-webserver"])
+    }
+
+    pub fn start_with_args(config: &str, extra: &[&str]) -> TabbyServer {
+        let root = tempfile::tempdir().expect("temp dir");
+        std::fs::write(root.path().join("config.toml"), config).expect("write config");
+        let stderr_path = root.path().join("stderr.log");
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr log");
+        let mut child = Command::new(tabby_bin())
+            .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+            .args(extra)
+            .env("TABBY_ROOT", root.path())
+            .env("RUST_LOG", "tabby=debug,warn")
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn tabby");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("Listening at ") {
+                    let _ = tx.send(url.trim().to_string());
+                }
+            }
+        });
+        let url = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(url) => url,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "tabby did not start; stderr:\n{}",
+                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
+                );
+            }
+        };
+        TabbyServer {
+            child: Some(child),
+            url,
+            root,
+            stderr_path,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.url, path)
+    }
+
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("server already stopped");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("tabby did not exit within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for TabbyServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `tabby` with `args` and `TABBY_ROOT` = `root`; returns (status, stdout, stderr).
+pub fn run_tabby(root: &Path, args: &[&str]) -> (ExitStatus, String, String) {
+    let out = Command::new(tabby_bin())
+        .args(args)
+        .env("TABBY_ROOT", root)
+        .output()
+        .expect("run tabby");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
+/// POSTs JSON and returns (status, body as JSON or Null).
+pub async fn post_json(url: &str, body: &Value) -> (u16, Value) {
+    let response = client().post(url).json(body).send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+pub async fn get_json(url: &str) -> (u16, Value) {
+    let response = client().get(url).send().await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// `[model.completion.http]` for a llama.cpp fake with a CodeLlama-style template.
+pub fn llama_completion_config(endpoint: &str) -> String {
+    format!(
+        r#"
+[model.completion.http]
+kind = "llama.cpp/completion"
+api_endpoint = "{endpoint}"
+prompt_template = "<PRE> {{prefix}} <SUF>{{suffix}} <MID>"
+"#
+    )
+}
+
+/// The events logged so far, as JSON values (all files under `events/`).
+pub fn read_events(root: &Path) -> Vec<Value> {
+    let mut events = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root.join("events")) else {
+        return events;
+    };
+    for entry in entries.flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for line in text.lines() {
+            events.push(serde_json::from_str(line).expect("event line is JSON"));
+        }
+    }
+    events
+}
