@@ -23,7 +23,10 @@ fn sse_data(body: &str) -> Vec<String> {
         .filter_map(|event| {
             let data: Vec<&str> = event
                 .lines()
-                .filter_map(|l| l.strip_prefix("data:").map(|d| d.strip_prefix(' ').unwrap_or(d)))
+                .filter_map(|l| {
+                    l.strip_prefix("data:")
+                        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                })
                 .collect();
             (!data.is_empty()).then(|| data.join("\n"))
         })
@@ -32,7 +35,11 @@ fn sse_data(body: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn streams_chunks_for_both_paths_and_fills_the_model() {
-    let fake = FakeServer::start(Protocol::OpenAi, Script::default().pieces(["Hel", "lo", "!"])).await;
+    let fake = FakeServer::start(
+        Protocol::OpenAi,
+        Script::default().pieces(["Hel", "lo", "!"]),
+    )
+    .await;
     let mut server = TabbyServer::start(&chat_config(&fake.url(), "openai/chat"));
     for path in ["/v1/chat/completions", "/v1beta/chat/completions"] {
         let response = client()
@@ -44,7 +51,10 @@ async fn streams_chunks_for_both_paths_and_fills_the_model() {
             .unwrap();
         assert_eq!(response.status(), 200, "{path}");
         assert!(
-            response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"),
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
             "{path}"
         );
         let body = response.text().await.unwrap();
@@ -73,7 +83,10 @@ async fn streams_chunks_for_both_paths_and_fills_the_model() {
     // One chat_completion event per stream.
     server.terminate();
     let events = read_events(server.root());
-    let chats = events.iter().filter(|e| e["event"] == json!({"chat_completion": {}})).count();
+    let chats = events
+        .iter()
+        .filter(|e| e["event"] == json!({"chat_completion": {}}))
+        .count();
     assert_eq!(chats, 2, "{events:#?}");
 }
 
@@ -83,8 +96,10 @@ async fn unsupported_model_falls_back_and_mistral_drops_fields() {
     let server = TabbyServer::start(&chat_config(&fake.url(), "mistral/chat"));
     let response = client()
         .post(server.url("/v1/chat/completions"))
-        .json(&json!({"model": "gpt-unknown", "stream": true, "presence_penalty": 0.5,
-                      "messages": [{"role": "user", "content": "hi"}]}))
+        .json(
+            &json!({"model": "gpt-unknown", "stream": true, "presence_penalty": 0.5,
+                      "messages": [{"role": "user", "content": "hi"}]}),
+        )
         .send()
         .await
         .unwrap();
@@ -96,7 +111,14 @@ async fn unsupported_model_falls_back_and_mistral_drops_fields() {
         .find(|r| r.path.ends_with("/chat/completions"))
         .unwrap();
     assert_eq!(request.body["model"], "chat-model");
-    assert!(request.body.get("presence_penalty").is_none_or(Value::is_null), "{}", request.body);
+    assert!(
+        request
+            .body
+            .get("presence_penalty")
+            .is_none_or(Value::is_null),
+        "{}",
+        request.body
+    );
 }
 
 #[tokio::test]

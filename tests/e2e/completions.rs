@@ -44,7 +44,10 @@ async fn llama_cpp_prompt_has_snippets_as_comments_and_template() {
     assert_eq!(status, 200, "{body}");
     let id = body["id"].as_str().unwrap();
     assert!(id.starts_with("cmpl-") && id.len() == 5 + 36, "{id}");
-    assert_eq!(body["choices"], json!([{"index": 0, "text": "    return a + b"}]));
+    assert_eq!(
+        body["choices"],
+        json!([{"index": 0, "text": "    return a + b"}])
+    );
     assert_eq!(body["mode"], "standard");
     let expected_prompt = "<PRE> # Path: src/util.py\n# def helper():\n#     pass\n#\n# Path: src/other.py\n# X = 1\ndef add(a, b):\n <SUF>\nprint(add(1, 2)) <MID>";
     assert_eq!(body["debug_data"]["prompt"], expected_prompt);
@@ -85,7 +88,10 @@ model_name = "fim-model"
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["text"], "x = 1\n");
-    assert!(body.get("debug_data").is_none(), "no debug_options → no debug_data: {body}");
+    assert!(
+        body.get("debug_data").is_none(),
+        "no debug_options → no debug_data: {body}"
+    );
     let request = fake
         .requests()
         .into_iter()
@@ -119,7 +125,10 @@ prompt_template = "<|fim_prefix|>{{prefix}}<|fim_suffix|>{{suffix}}<|fim_middle|
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["text"], "1 + 2");
     let sent = last_body(&fake, "/api/generate");
-    assert_eq!(sent["prompt"], "<|fim_prefix|>x = <|fim_suffix|>\n<|fim_middle|>");
+    assert_eq!(
+        sent["prompt"],
+        "<|fim_prefix|>x = <|fim_suffix|>\n<|fim_middle|>"
+    );
     assert_eq!(sent["model"], "qwen");
     assert_eq!(sent["options"]["num_predict"], 64);
     assert_eq!(sent["options"]["seed"], 3);
@@ -127,9 +136,11 @@ prompt_template = "<|fim_prefix|>{{prefix}}<|fim_suffix|>{{suffix}}<|fim_middle|
 
 #[tokio::test]
 async fn crlf_in_lf_to_model_and_crlf_out() {
-    let fake =
-        FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["a = 1\n", "b = 2"]))
-            .await;
+    let fake = FakeServer::start(
+        Protocol::LlamaCpp,
+        Script::default().pieces(["a = 1\n", "b = 2"]),
+    )
+    .await;
     let server = TabbyServer::start(&llama_completion_config(&fake.url()));
     let (status, body) = post_json(
         &server.url("/v1/completions"),
@@ -138,7 +149,10 @@ async fn crlf_in_lf_to_model_and_crlf_out() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["text"], "a = 1\r\nb = 2");
-    let prompt = last_body(&fake, "/completion")["prompt"].as_str().unwrap().to_string();
+    let prompt = last_body(&fake, "/completion")["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(!prompt.contains('\r'), "{prompt:?}");
     assert_eq!(prompt, "<PRE> x = 0\ny = 1\n <SUF>z\n <MID>");
 }
@@ -150,8 +164,7 @@ async fn language_and_additional_stop_words_cut_the_output() {
         Script::default().pieces(["let v = 1;", "\n// trailing comment", "\nmore"]),
     )
     .await;
-    let config = llama_completion_config(&fake.url())
-        + "additional_stop_words = [\"<STOP>\"]\n";
+    let config = llama_completion_config(&fake.url()) + "additional_stop_words = [\"<STOP>\"]\n";
     let server = TabbyServer::start(&config);
     let (_, body) = post_json(
         &server.url("/v1/completions"),
@@ -179,8 +192,14 @@ async fn raw_prompt_is_sent_as_is() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["debug_data"], json!({"prompt": "RAW {not a template}"}));
-    assert_eq!(last_body(&fake, "/completion")["prompt"], "RAW {not a template}");
+    assert_eq!(
+        body["debug_data"],
+        json!({"prompt": "RAW {not a template}"})
+    );
+    assert_eq!(
+        last_body(&fake, "/completion")["prompt"],
+        "RAW {not a template}"
+    );
 }
 
 #[tokio::test]
@@ -194,7 +213,10 @@ async fn huge_prefix_is_clipped_keeping_the_template_head() {
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    let prompt = last_body(&fake, "/completion")["prompt"].as_str().unwrap().to_string();
+    let prompt = last_body(&fake, "/completion")["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(prompt.len() <= 1536, "prompt is {} bytes", prompt.len());
     assert!(prompt.starts_with("<PRE> "), "{}", &prompt[..20]);
     assert!(prompt.ends_with("CURSOR <SUF>after <MID>"));

@@ -6,7 +6,10 @@ fn start_fails(config: &str) -> String {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("config.toml"), config).unwrap();
     let (status, _, stderr) = run_tabby(root.path(), &["serve", "--port", "0", "--no-webserver"]);
-    assert!(!status.success(), "tabby should refuse to start; stderr:\n{stderr}");
+    assert!(
+        !status.success(),
+        "tabby should refuse to start; stderr:\n{stderr}"
+    );
     stderr
 }
 
@@ -24,7 +27,11 @@ fn unknown_model_kind_lists_the_known_kinds() {
         "[model.completion.http]\nkind = \"llama.cpp/complete\"\napi_endpoint = \"http://127.0.0.1:1\"\n",
     );
     assert!(stderr.contains("llama.cpp/complete"), "{stderr}");
-    for known in ["llama.cpp/completion", "ollama/completion", "openai/completion"] {
+    for known in [
+        "llama.cpp/completion",
+        "ollama/completion",
+        "openai/completion",
+    ] {
         assert!(stderr.contains(known), "should list {known}: {stderr}");
     }
 }

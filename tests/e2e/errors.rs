@@ -19,7 +19,9 @@ async fn raw_post(url: &str, content_type: Option<&str>, body: Vec<u8>) -> (u16,
 
 fn assert_error(status: u16, body: &Value, expected: u16, needle: &str) {
     assert_eq!(status, expected, "{body}");
-    let message = body["error"].as_str().unwrap_or_else(|| panic!("no JSON error: {body}"));
+    let message = body["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no JSON error: {body}"));
     assert!(
         message.to_lowercase().contains(&needle.to_lowercase()),
         "error {message:?} should mention {needle:?}"
@@ -35,7 +37,12 @@ async fn malformed_requests() {
     let (s, b) = raw_post(&url, Some("application/json"), b"{not json".to_vec()).await;
     assert_error(s, &b, 400, "json");
 
-    let (s, b) = raw_post(&url, Some("text/plain"), br#"{"segments":{"prefix":"x"}}"#.to_vec()).await;
+    let (s, b) = raw_post(
+        &url,
+        Some("text/plain"),
+        br#"{"segments":{"prefix":"x"}}"#.to_vec(),
+    )
+    .await;
     assert_error(s, &b, 415, "content-type");
 
     let (s, b) = raw_post(&url, None, br#"{"segments":{"prefix":"x"}}"#.to_vec()).await;
@@ -53,7 +60,11 @@ async fn malformed_requests() {
     let (s, b) = post_json(&url, &json!({"language": "python"})).await;
     assert_error(s, &b, 400, "segments");
 
-    let (s, b) = post_json(&url, &json!({"mode": "sideways", "segments": {"prefix": "x"}})).await;
+    let (s, b) = post_json(
+        &url,
+        &json!({"mode": "sideways", "segments": {"prefix": "x"}}),
+    )
+    .await;
     assert_error(s, &b, 422, "mode");
 
     // Invalid UTF-8 inside a JSON string.
@@ -70,13 +81,25 @@ async fn malformed_requests() {
     assert_eq!(s, 413, "{b}");
     assert!(b["error"].is_string());
 
-    let (s, b) = post_json(&server.url("/v1/events"), &json!({"type": "launch", "completion_id": "c", "choice_index": 0})).await;
+    let (s, b) = post_json(
+        &server.url("/v1/events"),
+        &json!({"type": "launch", "completion_id": "c", "choice_index": 0}),
+    )
+    .await;
     assert_error(s, &b, 400, "launch");
 
-    let (s, b) = post_json(&server.url("/v1/events"), &json!({"type": "view", "choice_index": 0})).await;
+    let (s, b) = post_json(
+        &server.url("/v1/events"),
+        &json!({"type": "view", "choice_index": 0}),
+    )
+    .await;
     assert_error(s, &b, 422, "completion_id");
 
-    let (s, b) = post_json(&server.url("/v1/chat/completions"), &json!({"messages": "hi"})).await;
+    let (s, b) = post_json(
+        &server.url("/v1/chat/completions"),
+        &json!({"messages": "hi"}),
+    )
+    .await;
     assert_eq!(s, 422, "{b}");
 
     let (s, b) = get_json(&server.url("/v2/nothing")).await;
@@ -90,7 +113,11 @@ async fn malformed_requests() {
 #[tokio::test]
 async fn no_model_configured_is_501() {
     let server = TabbyServer::start("");
-    let (s, b) = post_json(&server.url("/v1/completions"), &json!({"segments": {"prefix": "x"}})).await;
+    let (s, b) = post_json(
+        &server.url("/v1/completions"),
+        &json!({"segments": {"prefix": "x"}}),
+    )
+    .await;
     assert_error(s, &b, 501, "completion model");
     let (s, b) = post_json(
         &server.url("/v1/chat/completions"),
@@ -107,9 +134,16 @@ async fn slow_model_is_408() {
         Script::default().delay(Duration::from_secs(5)),
     )
     .await;
-    let config = format!("[server]\ncompletion_timeout = 1\n{}", llama_completion_config(&fake.url()));
+    let config = format!(
+        "[server]\ncompletion_timeout = 1\n{}",
+        llama_completion_config(&fake.url())
+    );
     let server = TabbyServer::start(&config);
-    let (s, b) = post_json(&server.url("/v1/completions"), &json!({"segments": {"prefix": "x"}})).await;
+    let (s, b) = post_json(
+        &server.url("/v1/completions"),
+        &json!({"segments": {"prefix": "x"}}),
+    )
+    .await;
     assert_error(s, &b, 408, "completion_timeout");
 }
 
@@ -117,7 +151,11 @@ async fn slow_model_is_408() {
 async fn failing_or_missing_backend_is_a_gateway_error() {
     let fake = FakeServer::start(Protocol::LlamaCpp, Script::default().error_status(500)).await;
     let server = TabbyServer::start(&llama_completion_config(&fake.url()));
-    let (s, b) = post_json(&server.url("/v1/completions"), &json!({"segments": {"prefix": "x"}})).await;
+    let (s, b) = post_json(
+        &server.url("/v1/completions"),
+        &json!({"segments": {"prefix": "x"}}),
+    )
+    .await;
     assert_eq!(s, 502, "{b}");
     assert!(b["error"].as_str().unwrap().contains("500"), "{b}");
 
@@ -126,7 +164,13 @@ async fn failing_or_missing_backend_is_a_gateway_error() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let server = TabbyServer::start(&llama_completion_config(&format!("http://127.0.0.1:{closed}")));
-    let (s, b) = post_json(&server.url("/v1/completions"), &json!({"segments": {"prefix": "x"}})).await;
+    let server = TabbyServer::start(&llama_completion_config(&format!(
+        "http://127.0.0.1:{closed}"
+    )));
+    let (s, b) = post_json(
+        &server.url("/v1/completions"),
+        &json!({"segments": {"prefix": "x"}}),
+    )
+    .await;
     assert_eq!(s, 503, "{b}");
 }

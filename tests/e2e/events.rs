@@ -21,7 +21,11 @@ async fn events_and_completions_are_logged_and_flushed_on_shutdown() {
     let completion: serde_json::Value = response.json().await.unwrap();
     let id = completion["id"].as_str().unwrap().to_string();
 
-    for (kind, query) in [("view", ""), ("select", "?select_kind=line"), ("dismiss", "")] {
+    for (kind, query) in [
+        ("view", ""),
+        ("select", "?select_kind=line"),
+        ("dismiss", ""),
+    ] {
         let response = client()
             .post(server.url(&format!("/v1/events{query}")))
             .json(&json!({"type": kind, "completion_id": id, "choice_index": 0, "view_id": "v1", "elapsed": 120, "select_kind": "line"}))
@@ -33,7 +37,11 @@ async fn events_and_completions_are_logged_and_flushed_on_shutdown() {
     }
 
     let status = server.terminate();
-    assert!(status.success(), "exit status {status:?}; stderr:\n{}", server.stderr());
+    assert!(
+        status.success(),
+        "exit status {status:?}; stderr:\n{}",
+        server.stderr()
+    );
     let events = read_events(server.root());
     assert_eq!(events.len(), 4, "{events:#?}");
 
@@ -51,7 +59,10 @@ async fn events_and_completions_are_logged_and_flushed_on_shutdown() {
         json!({"prefix": "x = ", "git_url": "https://example.com/r.git", "clipboard": "c"})
     );
 
-    assert_eq!(events[1]["event"], json!({"view": {"completion_id": id, "choice_index": 0, "view_id": "v1"}}));
+    assert_eq!(
+        events[1]["event"],
+        json!({"view": {"completion_id": id, "choice_index": 0, "view_id": "v1"}})
+    );
     assert_eq!(events[1]["user"], serde_json::Value::Null);
     assert_eq!(
         events[2]["event"],

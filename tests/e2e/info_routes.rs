@@ -70,12 +70,18 @@ async fn metrics_count_requests_by_route() {
         .text()
         .await
         .unwrap();
-    assert!(text.contains("# TYPE http_requests_total counter"), "{text}");
+    assert!(
+        text.contains("# TYPE http_requests_total counter"),
+        "{text}"
+    );
     assert!(
         text.contains(r#"http_requests_total{method="GET",path="/v1/health",status="200"} 3"#),
         "{text}"
     );
-    assert!(text.contains("http_requests_duration_seconds_bucket{"), "{text}");
+    assert!(
+        text.contains("http_requests_duration_seconds_bucket{"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +102,15 @@ async fn openapi_document_describes_every_route() {
         assert!(doc["paths"][path].is_object(), "missing {path}");
     }
     let request = &doc["components"]["schemas"]["CompletionRequest"]["properties"];
-    for field in ["language", "segments", "user", "debug_options", "temperature", "seed", "mode"] {
+    for field in [
+        "language",
+        "segments",
+        "user",
+        "debug_options",
+        "temperature",
+        "seed",
+        "mode",
+    ] {
         assert!(request[field].is_object(), "CompletionRequest.{field}");
     }
     assert!(doc["components"]["securitySchemes"]["token"].is_object());

@@ -173,7 +173,9 @@ impl Shared {
 
 /// A poisoned lock only means another test thread panicked; the data is still usable.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A running fake server. Dropping it stops the server.
@@ -353,5 +355,6 @@ async fn record(State(shared): State<Arc<Shared>>, request: Request, next: Next)
         });
         return (status, axum::Json(body)).into_response();
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }

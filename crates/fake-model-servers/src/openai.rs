@@ -53,10 +53,15 @@ async fn completions(State(shared): State<Arc<Shared>>, bytes: Bytes) -> Respons
     };
     if !stream_requested(&body, false) {
         let mut response = chunk(&script.pieces.concat(), json!("stop"));
-        response["usage"] = json!({ "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 });
+        response["usage"] =
+            json!({ "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0 });
         return Json(response).into_response();
     }
-    let mut events: Vec<Value> = script.pieces.iter().map(|p| chunk(p, Value::Null)).collect();
+    let mut events: Vec<Value> = script
+        .pieces
+        .iter()
+        .map(|p| chunk(p, Value::Null))
+        .collect();
     events.push(chunk("", json!("stop")));
     let mut frames = sse_frames(&events);
     frames.push("data: [DONE]\n\n".into());
@@ -105,7 +110,10 @@ pub(crate) fn chat_chunks(id: &str, model: &str, created: u64, pieces: &[String]
             "choices": [{ "index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason }],
         })
     };
-    let mut events = vec![chunk(json!({ "role": "assistant", "content": "" }), Value::Null)];
+    let mut events = vec![chunk(
+        json!({ "role": "assistant", "content": "" }),
+        Value::Null,
+    )];
     events.extend(
         pieces
             .iter()

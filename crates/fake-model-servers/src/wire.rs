@@ -14,11 +14,14 @@ use axum::{
 use serde_json::Value;
 
 /// Parses a JSON request body, or answers 400 like a real server would.
+#[allow(clippy::result_large_err)] // the error is the response itself, returned at once
 pub(crate) fn json_body(bytes: &Bytes) -> Result<Value, Response> {
     serde_json::from_slice(bytes).map_err(|e| {
         (
             StatusCode::BAD_REQUEST,
-            axum::Json(serde_json::json!({ "error": { "message": format!("invalid JSON body: {e}") } })),
+            axum::Json(
+                serde_json::json!({ "error": { "message": format!("invalid JSON body: {e}") } }),
+            ),
         )
             .into_response()
     })
@@ -42,7 +45,11 @@ pub(crate) fn ndjson_frames<'a>(events: impl IntoIterator<Item = &'a Value>) -> 
 
 /// Streams `frames` with `interval` between them; with a zero interval the whole stream is
 /// written as one body.
-pub(crate) fn streamed(frames: Vec<String>, interval: Duration, content_type: &'static str) -> Response {
+pub(crate) fn streamed(
+    frames: Vec<String>,
+    interval: Duration,
+    content_type: &'static str,
+) -> Response {
     let body = if interval.is_zero() {
         Body::from(frames.concat())
     } else {
@@ -96,5 +103,7 @@ pub(crate) fn texts_of(input: Option<&Value>) -> Vec<String> {
 }
 
 pub(crate) fn stream_requested(body: &Value, default: bool) -> bool {
-    body.get("stream").and_then(Value::as_bool).unwrap_or(default)
+    body.get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(default)
 }

@@ -37,7 +37,12 @@ fn sse_data(text: &str) -> Vec<Value> {
 async fn openai_streams_text_completion_chunks_then_done() {
     let server = FakeServer::start(Protocol::OpenAi, Script::default().pieces(["a", "b"])).await;
     for path in ["/v1/completions", "/completions"] {
-        let (status, text) = post(&server, path, json!({"model": "m", "prompt": "p", "stream": true})).await;
+        let (status, text) = post(
+            &server,
+            path,
+            json!({"model": "m", "prompt": "p", "stream": true}),
+        )
+        .await;
         assert_eq!(status, 200);
         let events = sse_data(&text);
         assert_eq!(events.len(), 4, "{text}");
@@ -53,14 +58,22 @@ async fn openai_streams_text_completion_chunks_then_done() {
     assert_eq!(recorded.path, "/completions");
     assert_eq!(recorded.method, "POST");
     assert_eq!(recorded.authorization(), Some("Bearer secret"));
-    assert_eq!(recorded.body, json!({"model": "m", "prompt": "p", "stream": true}));
+    assert_eq!(
+        recorded.body,
+        json!({"model": "m", "prompt": "p", "stream": true})
+    );
     assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn openai_answers_non_streaming_completion_as_one_json() {
     let server = FakeServer::start(Protocol::OpenAi, Script::default()).await;
-    let (_, text) = post(&server, "/v1/completions", json!({"model": "m", "prompt": "p"})).await;
+    let (_, text) = post(
+        &server,
+        "/v1/completions",
+        json!({"model": "m", "prompt": "p"}),
+    )
+    .await;
     let body: Value = serde_json::from_str(&text).expect("json");
     assert_eq!(body["choices"][0]["text"], "hello world");
     assert_eq!(body["choices"][0]["finish_reason"], "stop");
@@ -89,20 +102,34 @@ async fn openai_streams_chat_chunks() {
 #[tokio::test]
 async fn openai_embeddings_are_deterministic_and_indexed() {
     let server = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(4)).await;
-    let (_, text) = post(&server, "/v1/embeddings", json!({"model": "e", "input": ["one", "two"]})).await;
+    let (_, text) = post(
+        &server,
+        "/v1/embeddings",
+        json!({"model": "e", "input": ["one", "two"]}),
+    )
+    .await;
     let body: Value = serde_json::from_str(&text).expect("json");
     assert_eq!(body["object"], "list");
-    assert_eq!(body["usage"], json!({"prompt_tokens": 0, "total_tokens": 0}));
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 0, "total_tokens": 0})
+    );
     assert_eq!(body["data"][1]["index"], 1);
     assert_eq!(body["data"][1]["object"], "embedding");
-    let second: Vec<f32> = serde_json::from_value(body["data"][1]["embedding"].clone()).expect("floats");
+    let second: Vec<f32> =
+        serde_json::from_value(body["data"][1]["embedding"].clone()).expect("floats");
     assert_eq!(second, fake_embedding("two", 4));
     assert_ne!(fake_embedding("one", 4), fake_embedding("two", 4));
     let norm: f32 = second.iter().map(|x| x * x).sum();
     assert!((norm - 1.0).abs() < 1e-5);
 
     server.update_script(|s| s.reverse_embedding_order = true);
-    let (_, text) = post(&server, "/embeddings", json!({"model": "e", "input": ["one", "two"]})).await;
+    let (_, text) = post(
+        &server,
+        "/embeddings",
+        json!({"model": "e", "input": ["one", "two"]}),
+    )
+    .await;
     let body: Value = serde_json::from_str(&text).expect("json");
     assert_eq!(body["data"][0]["index"], 1);
     assert_eq!(body["data"][1]["index"], 0);
@@ -111,7 +138,12 @@ async fn openai_embeddings_are_deterministic_and_indexed() {
 #[tokio::test]
 async fn llama_cpp_speaks_completion_tokenize_embeddings_and_health() {
     let server = FakeServer::start(Protocol::LlamaCpp, Script::default()).await;
-    let (_, text) = post(&server, "/completion", json!({"prompt": "p", "stream": true})).await;
+    let (_, text) = post(
+        &server,
+        "/completion",
+        json!({"prompt": "p", "stream": true}),
+    )
+    .await;
     assert_eq!(
         sse_data(&text),
         vec![
@@ -139,7 +171,12 @@ async fn llama_cpp_speaks_completion_tokenize_embeddings_and_health() {
 #[tokio::test]
 async fn ollama_streams_ndjson_and_lists_its_model() {
     let server = FakeServer::start(Protocol::Ollama, Script::default().pieces(["a"])).await;
-    let (_, text) = post(&server, "/api/generate", json!({"model": "m", "prompt": "p", "raw": true})).await;
+    let (_, text) = post(
+        &server,
+        "/api/generate",
+        json!({"model": "m", "prompt": "p", "raw": true}),
+    )
+    .await;
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).expect("json line"))
@@ -202,6 +239,11 @@ async fn instant_mode_removes_delays() {
     assert_eq!(script.delay, None);
     assert_eq!(script.piece_interval, Duration::ZERO);
     let server = FakeServer::start(Protocol::LlamaCpp, script).await;
-    let (_, text) = post(&server, "/completion", json!({"prompt": "p", "stream": true})).await;
+    let (_, text) = post(
+        &server,
+        "/completion",
+        json!({"prompt": "p", "stream": true}),
+    )
+    .await;
     assert_eq!(sse_data(&text).len(), 3);
 }

@@ -1,6 +1,9 @@
 //! Chat kinds `openai/chat` and `mistral/chat`: an OpenAI-compatible `/chat/completions` stream
 //! through async-openai, with the per-kind request adjustments upstream servers need (some reject
 //! parameters they do not support).
+//!
+//! async-openai's client retries 429, 5xx and connection failures up to three times with
+//! exponential backoff from 100 ms (or the upstream's `Retry-After`) before an error surfaces.
 
 use std::sync::Arc;
 
@@ -29,7 +32,9 @@ enum Flavor {
     Mistral,
 }
 
-pub(crate) fn create(config: &HttpModelConfig) -> Result<Arc<dyn ChatCompletionStream>, BindingError> {
+pub(crate) fn create(
+    config: &HttpModelConfig,
+) -> Result<Arc<dyn ChatCompletionStream>, BindingError> {
     let flavor = match config.kind.as_str() {
         "openai/chat" => Flavor::OpenAi,
         "mistral/chat" => Flavor::Mistral,
@@ -61,15 +66,15 @@ impl OpenAiChat {
     fn adjust(&self, mut request: CreateChatCompletionRequest) -> CreateChatCompletionRequest {
         if request.model.is_empty() {
             request.model = self.model_name.clone();
-        } else if let Some(supported) = &self.supported_models {
-            if !supported.contains(&request.model) {
-                tracing::warn!(
-                    "chat model {:?} is not in supported_models {supported:?}; using {:?}",
-                    request.model,
-                    self.model_name
-                );
-                request.model = self.model_name.clone();
-            }
+        } else if let Some(supported) = &self.supported_models
+            && !supported.contains(&request.model)
+        {
+            tracing::warn!(
+                "chat model {:?} is not in supported_models {supported:?}; using {:?}",
+                request.model,
+                self.model_name
+            );
+            request.model = self.model_name.clone();
         }
         match self.flavor {
             Flavor::Mistral => {
@@ -94,8 +99,10 @@ impl ChatCompletionStream for OpenAiChat {
     async fn chat_stream(
         &self,
         request: CreateChatCompletionRequest,
-    ) -> Result<BoxStream<'static, Result<CreateChatCompletionStreamResponse, ModelError>>, ModelError>
-    {
+    ) -> Result<
+        BoxStream<'static, Result<CreateChatCompletionStreamResponse, ModelError>>,
+        ModelError,
+    > {
         let request = self.adjust(request);
         let stream = self
             .client

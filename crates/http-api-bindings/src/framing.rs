@@ -43,7 +43,8 @@ impl LineDecoder {
 
     fn take_line(&mut self) -> String {
         let line = std::mem::take(&mut self.buf);
-        String::from_utf8(line).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        String::from_utf8(line)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 }
 
@@ -57,15 +58,18 @@ pub(crate) struct SseDecoder {
 impl SseDecoder {
     pub(crate) fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
         let lines = self.lines.feed(bytes);
-        lines.into_iter().filter_map(|line| self.line(&line)).collect()
+        lines
+            .into_iter()
+            .filter_map(|line| self.line(&line))
+            .collect()
     }
 
     /// Flushes an event the server did not terminate with a blank line.
     pub(crate) fn finish(&mut self) -> Option<String> {
-        if let Some(line) = self.lines.finish() {
-            if let Some(data) = self.line(&line) {
-                return Some(data);
-            }
+        if let Some(line) = self.lines.finish()
+            && let Some(data) = self.line(&line)
+        {
+            return Some(data);
         }
         self.data.take()
     }
@@ -179,7 +183,10 @@ mod tests {
 
     #[test]
     fn crlf_and_cr_line_endings_are_accepted() {
-        assert_eq!(decode_every_split("data: 1\r\n\r\ndata: 2\r\rdata:3\n\n"), vec!["1", "2", "3"]);
+        assert_eq!(
+            decode_every_split("data: 1\r\n\r\ndata: 2\r\rdata:3\n\n"),
+            vec!["1", "2", "3"]
+        );
     }
 
     #[test]
@@ -190,7 +197,10 @@ mod tests {
 
     #[test]
     fn multi_line_data_is_joined_and_unterminated_event_is_flushed() {
-        assert_eq!(decode_every_split("data: a\ndata: b\n\ndata: tail"), vec!["a\nb", "tail"]);
+        assert_eq!(
+            decode_every_split("data: a\ndata: b\n\ndata: tail"),
+            vec!["a\nb", "tail"]
+        );
     }
 
     #[test]

@@ -80,10 +80,7 @@ pub(crate) fn with_auth(request: RequestBuilder, api_key: Option<&str>) -> Reque
 
 /// Sends `request`; a transport failure or a non-2xx answer becomes a [`ModelError`].
 pub(crate) async fn send(request: RequestBuilder, url: &str) -> Result<Response, ModelError> {
-    let response = request
-        .send()
-        .await
-        .map_err(|e| transport_error(&e, url))?;
+    let response = request.send().await.map_err(|e| transport_error(&e, url))?;
     let status = response.status();
     if status.is_success() {
         return Ok(response);
@@ -161,7 +158,9 @@ mod tests {
     fn stream_error_reads_openai_and_ollama_shapes() {
         let openai = serde_json::json!({"error": {"message": "boom"}});
         let ollama = serde_json::json!({"error": "model not found"});
-        assert!(matches!(stream_error(&openai), Some(ModelError::Backend(m)) if m.ends_with("boom")));
+        assert!(
+            matches!(stream_error(&openai), Some(ModelError::Backend(m)) if m.ends_with("boom"))
+        );
         assert!(
             matches!(stream_error(&ollama), Some(ModelError::Backend(m)) if m.contains("model not found"))
         );

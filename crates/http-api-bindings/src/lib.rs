@@ -66,7 +66,9 @@ pub fn create_completion(
 }
 
 /// A chat backend for `config`.
-pub fn create_chat(config: &HttpModelConfig) -> Result<Arc<dyn ChatCompletionStream>, BindingError> {
+pub fn create_chat(
+    config: &HttpModelConfig,
+) -> Result<Arc<dyn ChatCompletionStream>, BindingError> {
     let backend = chat::create(config)?;
     Ok(Arc::new(RateLimited::new(
         backend,

@@ -14,7 +14,9 @@ use std::{
 use async_openai::types::chat::{CreateChatCompletionRequest, CreateChatCompletionStreamResponse};
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use tabby_inference::{ChatCompletionStream, CompletionOptions, CompletionStream, Embedding, ModelError};
+use tabby_inference::{
+    ChatCompletionStream, CompletionOptions, CompletionStream, Embedding, ModelError,
+};
 use tokio::time::Instant;
 
 /// Limits how many requests start per minute.
@@ -89,8 +91,10 @@ impl<T: ChatCompletionStream + ?Sized> ChatCompletionStream for RateLimited<T> {
     async fn chat_stream(
         &self,
         request: CreateChatCompletionRequest,
-    ) -> Result<BoxStream<'static, Result<CreateChatCompletionStreamResponse, ModelError>>, ModelError>
-    {
+    ) -> Result<
+        BoxStream<'static, Result<CreateChatCompletionStreamResponse, ModelError>>,
+        ModelError,
+    > {
         self.limiter.acquire().await;
         self.inner.chat_stream(request).await
     }
@@ -129,10 +133,7 @@ mod tests {
     async fn burst_of_one_second_then_steady_rate() {
         // 120 rpm: two per second, one every 500 ms, bursts of two.
         let limiter = RateLimiter::per_minute(120);
-        assert_eq!(
-            start_times(&limiter, 5).await,
-            ms(&[0, 0, 500, 1000, 1500])
-        );
+        assert_eq!(start_times(&limiter, 5).await, ms(&[0, 0, 500, 1000, 1500]));
     }
 
     #[tokio::test(start_paused = true)]

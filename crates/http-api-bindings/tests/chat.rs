@@ -69,10 +69,15 @@ async fn chat_upstream_error_and_unreachable_are_mapped() {
         Err(other) => panic!("expected a backend error, got {other:?}"),
         Ok(_) => panic!("expected an error"),
     }
+    // async-openai retries server errors three times before giving up.
+    assert_eq!(server.request_count(), 4);
 
     config.api_endpoint = Some(closed_endpoint().await);
     let chat = create_chat(&config).expect("valid config");
-    assert!(matches!(chat.chat_stream(request("")).await, Err(ModelError::Unavailable(_))));
+    assert!(matches!(
+        chat.chat_stream(request("")).await,
+        Err(ModelError::Unavailable(_))
+    ));
 }
 
 #[test]
@@ -87,9 +92,15 @@ fn chat_config_errors() {
     let Err(error) = create_chat(&config("openai/chat", None)) else {
         panic!("endpoint is required");
     };
-    assert_eq!(error.to_string(), "api_endpoint is required for kind openai/chat");
+    assert_eq!(
+        error.to_string(),
+        "api_endpoint is required for kind openai/chat"
+    );
     let Err(error) = create_chat(&config("mistral/chat", Some("http://x".into()))) else {
         panic!("model_name is required");
     };
-    assert_eq!(error.to_string(), "model_name is required for kind mistral/chat");
+    assert_eq!(
+        error.to_string(),
+        "model_name is required for kind mistral/chat"
+    );
 }

@@ -14,7 +14,11 @@ const FIM: &str = "{prefix}<|FIM|>{suffix}";
 const STARCODER: &str = "<fim_prefix>{prefix}<fim_suffix>{suffix}<fim_middle>";
 
 /// Runs one completion of `prompt` and returns the text, the template and the request received.
-async fn complete(server: &FakeServer, config: &HttpModelConfig, prompt: &str) -> (String, Option<String>, Value) {
+async fn complete(
+    server: &FakeServer,
+    config: &HttpModelConfig,
+    prompt: &str,
+) -> (String, Option<String>, Value) {
     let (backend, template) = create_completion(config).expect("valid config");
     let (pieces, error) = collect(backend.generate(prompt, options()).await).await;
     assert!(error.is_none(), "{error:?}");
@@ -46,13 +50,21 @@ async fn llama_cpp_sends_native_completion_request() {
 #[tokio::test]
 async fn fim_kinds_split_prompt_and_suffix_at_first_marker() {
     let server = FakeServer::start(Protocol::OpenAi, Script::default().pieces(["x"])).await;
-    for kind in ["openai/completion", "openai/legacy_completion", "deepseek/completion"] {
+    for kind in [
+        "openai/completion",
+        "openai/legacy_completion",
+        "deepseek/completion",
+    ] {
         let mut config = config(kind, Some(format!("{}/v1", server.url())));
         config.model_name = Some("m".into());
         config.prompt_template = Some(STARCODER.into());
         let (text, template, body) = complete(&server, &config, "a<|FIM|>b<|FIM|>c").await;
         assert_eq!(text, "x", "{kind}");
-        assert_eq!(template.as_deref(), Some(FIM), "{kind}: the config template is ignored");
+        assert_eq!(
+            template.as_deref(),
+            Some(FIM),
+            "{kind}: the config template is ignored"
+        );
         assert_eq!(
             body,
             json!({
@@ -61,8 +73,14 @@ async fn fim_kinds_split_prompt_and_suffix_at_first_marker() {
             }),
             "{kind}"
         );
-        assert_eq!(server.last_request().expect("request").path, "/v1/completions");
-        assert_eq!(server.last_request().expect("request").authorization(), None);
+        assert_eq!(
+            server.last_request().expect("request").path,
+            "/v1/completions"
+        );
+        assert_eq!(
+            server.last_request().expect("request").authorization(),
+            None
+        );
     }
 }
 
@@ -117,7 +135,11 @@ async fn ollama_uses_raw_mode_and_resolves_the_model_once() {
         assert!(error.is_none(), "{error:?}");
         assert_eq!(pieces.concat(), "hello world");
     }
-    assert_eq!(server.requests_to("/api/tags").len(), 1, "model lookup is cached");
+    assert_eq!(
+        server.requests_to("/api/tags").len(),
+        1,
+        "model lookup is cached"
+    );
     assert_eq!(
         server.requests_to("/api/generate")[0].body,
         json!({
@@ -156,12 +178,19 @@ async fn upstream_error_status_becomes_backend_error() {
 #[tokio::test]
 async fn unreachable_upstream_is_unavailable() {
     let endpoint = closed_endpoint().await;
-    for kind in ["llama.cpp/completion", "openai/completion", "ollama/completion"] {
+    for kind in [
+        "llama.cpp/completion",
+        "openai/completion",
+        "ollama/completion",
+    ] {
         let mut config = config(kind, Some(endpoint.clone()));
         config.model_name = Some("m".into());
         let (backend, _) = create_completion(&config).expect("construction does no I/O");
         let (_, error) = collect(backend.generate("p", options()).await).await;
-        assert!(matches!(error, Some(ModelError::Unavailable(_))), "{kind}: {error:?}");
+        assert!(
+            matches!(error, Some(ModelError::Unavailable(_))),
+            "{kind}: {error:?}"
+        );
     }
 }
 
@@ -181,14 +210,26 @@ fn unknown_kind_lists_the_completion_kinds() {
 #[test]
 fn missing_keys_are_named() {
     let cases = [
-        (config("llama.cpp/completion", None), "api_endpoint is required for kind llama.cpp/completion"),
-        (config("ollama/completion", None), "api_endpoint is required for kind ollama/completion"),
+        (
+            config("llama.cpp/completion", None),
+            "api_endpoint is required for kind llama.cpp/completion",
+        ),
+        (
+            config("ollama/completion", None),
+            "api_endpoint is required for kind ollama/completion",
+        ),
         (
             config("openai/completion", Some("http://x".into())),
             "model_name is required for kind openai/completion",
         ),
-        (config("vllm/completion", Some("http://x".into())), "model_name is required for kind vllm/completion"),
-        (config("mistral/completion", None), "api_key is required for kind mistral/completion"),
+        (
+            config("vllm/completion", Some("http://x".into())),
+            "model_name is required for kind vllm/completion",
+        ),
+        (
+            config("mistral/completion", None),
+            "api_key is required for kind mistral/completion",
+        ),
     ];
     for (config, expected) in cases {
         match create_completion(&config) {

@@ -52,9 +52,8 @@ impl RepositoryConfig {
 
     /// Where the repository's files are: the local path, or the clone directory under `repositories_dir`.
     pub fn dir(&self, repositories_dir: &Path) -> PathBuf {
-        self.local_path().unwrap_or_else(|| {
-            repositories_dir.join(sanitize_git_url_to_dir_name(&self.git_url))
-        })
+        self.local_path()
+            .unwrap_or_else(|| repositories_dir.join(sanitize_git_url_to_dir_name(&self.git_url)))
     }
 }
 
@@ -354,13 +353,13 @@ impl Config {
             ("embedding", &self.model.embedding),
         ] {
             if let Some(ModelConfig::Http(http)) = model {
-                if let (Some(supported), Some(name)) = (&http.supported_models, &http.model_name) {
-                    if !supported.contains(name) {
-                        return Err((
-                            format!("model.{role}.http.supported_models"),
-                            format!("must contain model_name {name:?} (it lists {supported:?})"),
-                        ));
-                    }
+                if let (Some(supported), Some(name)) = (&http.supported_models, &http.model_name)
+                    && !supported.contains(name)
+                {
+                    return Err((
+                        format!("model.{role}.http.supported_models"),
+                        format!("must contain model_name {name:?} (it lists {supported:?})"),
+                    ));
                 }
                 if http.rate_limit.request_per_minute == 0 {
                     return Err((
@@ -373,7 +372,10 @@ impl Config {
         let mut dirs: HashMap<PathBuf, usize> = HashMap::new();
         for (i, repo) in self.repositories.iter().enumerate() {
             if repo.git_url.trim().is_empty() {
-                return Err((format!("repositories[{i}].git_url"), "must not be empty".into()));
+                return Err((
+                    format!("repositories[{i}].git_url"),
+                    "must not be empty".into(),
+                ));
             }
             let dir = repo.dir(Path::new(""));
             if let Some(first) = dirs.insert(dir, i) {
@@ -439,8 +441,14 @@ mod tests {
         assert_eq!(c.server.completion_timeout, 30);
         assert_eq!(c.completion.max_input_length, 1536);
         assert_eq!(c.completion.max_decoding_tokens, 64);
-        assert_eq!(c.completion.code_search_params, CodeSearchParams::completion_default());
-        assert_eq!(c.answer.code_search_params, CodeSearchParams::answer_default());
+        assert_eq!(
+            c.completion.code_search_params,
+            CodeSearchParams::completion_default()
+        );
+        assert_eq!(
+            c.answer.code_search_params,
+            CodeSearchParams::answer_default()
+        );
         assert_eq!(c.answer.presence_penalty, 0.5);
         assert_eq!(c.embedding.max_input_length, 5120);
         assert!(c.model.completion.is_none());
@@ -515,7 +523,9 @@ top_level_keywords = ["fn"]
 
     #[test]
     fn type_error_names_file_line_and_key() {
-        let err = parse("[server]\ncompletion_timeout = \"soon\"\n").unwrap_err().to_string();
+        let err = parse("[server]\ncompletion_timeout = \"soon\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("/root/.tabby/config.toml"), "{err}");
         assert!(err.contains("line 2"), "{err}");
         assert!(err.contains("server.completion_timeout"), "{err}");
@@ -529,7 +539,9 @@ top_level_keywords = ["fn"]
 
     #[test]
     fn missing_required_key_is_named() {
-        let err = parse("[model.completion.http]\napi_endpoint = \"x\"\n").unwrap_err().to_string();
+        let err = parse("[model.completion.http]\napi_endpoint = \"x\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("kind"), "{err}");
         assert!(err.contains("model.completion"), "{err}");
     }
@@ -575,14 +587,53 @@ top_level_keywords = ["fn"]
     fn missing_file_is_default_and_unreadable_is_error() {
         let dir = tempfile::tempdir().unwrap();
         assert!(Config::load(&dir.path().join("nope.toml")).is_ok());
-        assert!(matches!(Config::load(dir.path()), Err(ConfigError::Read { .. })));
+        assert!(matches!(
+            Config::load(dir.path()),
+            Err(ConfigError::Read { .. })
+        ));
     }
 
     #[test]
     fn config_source_ids_are_stable() {
         let a = config_index_to_source_id(0);
-        assert!(a.starts_with("config:") && a.len() >= "config:".len() + 6, "{a}");
+        assert!(
+            a.starts_with("config:") && a.len() >= "config:".len() + 6,
+            "{a}"
+        );
         assert_ne!(a, config_index_to_source_id(1));
         assert_eq!(a, config_index_to_source_id(0));
+    }
+}
+
+#[cfg(test)]
+mod example_tests {
+    use super::*;
+
+    /// Every single-`#` commented key in `config.toml.example` parses when uncommented, so the
+    /// documented keys and defaults cannot drift from the parser.
+    #[test]
+    fn config_example_parses_when_uncommented() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config.toml.example");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let key_line = regex::Regex::new(r"^# (\[|[a-z0-9_]+ = )").unwrap();
+        let uncommented: String = text
+            .lines()
+            .map(|l| if key_line.is_match(l) { &l[2..] } else { l })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let config = Config::parse(&path, &uncommented).unwrap();
+        assert_eq!(config.repositories.len(), 1);
+        assert_eq!(config.completion, CompletionConfig::default());
+        assert_eq!(
+            config.answer.code_search_params,
+            CodeSearchParams::answer_default()
+        );
+        assert!(matches!(
+            config.model.completion,
+            Some(ModelConfig::Http(_))
+        ));
+        assert!(matches!(config.model.chat, Some(ModelConfig::Http(_))));
+        assert!(matches!(config.model.embedding, Some(ModelConfig::Http(_))));
+        assert_eq!(config.additional_languages.len(), 1);
     }
 }

@@ -71,10 +71,10 @@ fn split_path(path: &str) -> Vec<String> {
         .filter(|p| !p.is_empty())
         .map(str::to_string)
         .collect();
-    if let Some(last) = parts.last_mut() {
-        if let Some(stripped) = last.strip_suffix(".git") {
-            *last = stripped.to_string();
-        }
+    if let Some(last) = parts.last_mut()
+        && let Some(stripped) = last.strip_suffix(".git")
+    {
+        *last = stripped.to_string();
     }
     parts
 }
@@ -108,7 +108,9 @@ pub fn sanitize_git_url_to_dir_name(url: &str) -> String {
 /// Removes `user:password@` from a URL so it can be logged.
 pub fn redact_credentials(url: &str) -> String {
     if let Some((scheme, rest)) = url.split_once("://") {
-        let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+        let (authority, path) = rest
+            .split_once('/')
+            .map_or((rest, None), |(a, p)| (a, Some(p)));
         if let Some((_, host)) = authority.rsplit_once('@') {
             return match path {
                 Some(p) => format!("{scheme}://{host}/{p}"),
@@ -126,11 +128,31 @@ mod tests {
     #[test]
     fn canonical_forms() {
         for (input, canonical, name) in [
-            ("https://github.com/TabbyML/tabby.git", "https://github.com/TabbyML/tabby", "tabby"),
-            ("https://user:secret@github.com/TabbyML/tabby", "https://github.com/TabbyML/tabby", "tabby"),
-            ("git@github.com:TabbyML/tabby.git", "github.com:TabbyML/tabby", "tabby"),
-            ("ssh://git@host:22/org/repo.git", "ssh://host:22/org/repo", "repo"),
-            ("file:///home/u/code/proj", "file:///home/u/code/proj", "proj"),
+            (
+                "https://github.com/TabbyML/tabby.git",
+                "https://github.com/TabbyML/tabby",
+                "tabby",
+            ),
+            (
+                "https://user:secret@github.com/TabbyML/tabby",
+                "https://github.com/TabbyML/tabby",
+                "tabby",
+            ),
+            (
+                "git@github.com:TabbyML/tabby.git",
+                "github.com:TabbyML/tabby",
+                "tabby",
+            ),
+            (
+                "ssh://git@host:22/org/repo.git",
+                "ssh://host:22/org/repo",
+                "repo",
+            ),
+            (
+                "file:///home/u/code/proj",
+                "file:///home/u/code/proj",
+                "proj",
+            ),
         ] {
             let url = GitUrl::parse(input).unwrap();
             assert_eq!(url.canonical(), canonical, "{input}");

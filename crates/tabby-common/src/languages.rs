@@ -24,7 +24,10 @@ pub struct Language {
 
 impl Language {
     pub fn canonical_name(&self) -> &str {
-        self.languages.first().map(String::as_str).unwrap_or("unknown")
+        self.languages
+            .first()
+            .map(String::as_str)
+            .unwrap_or("unknown")
     }
 
     /// The comment marker for injected snippets; `None` when the language has none (or it is empty).
@@ -100,7 +103,9 @@ impl LanguageTable {
             .clone();
         for alias in &language.languages {
             if self.by_name.contains_key(alias) {
-                return Err(LanguageTableError::DuplicateName { name: alias.clone() });
+                return Err(LanguageTableError::DuplicateName {
+                    name: alias.clone(),
+                });
             }
         }
         for ext in &language.exts {
@@ -168,15 +173,23 @@ mod tests {
     #[test]
     fn lookup_by_alias_ext_and_name() {
         let t = LanguageTable::builtin();
-        assert_eq!(t.get("typescriptreact").canonical_name(), "javascript-typescript");
+        assert_eq!(
+            t.get("typescriptreact").canonical_name(),
+            "javascript-typescript"
+        );
         assert_eq!(t.get("python").line_comment.as_deref(), Some("#"));
         assert_eq!(t.by_ext("C").unwrap().canonical_name(), "cpp");
         assert_eq!(t.by_ext("c").unwrap().canonical_name(), "c");
         assert_eq!(
-            t.by_path(Path::new("a/b/Makefile")).unwrap().canonical_name(),
+            t.by_path(Path::new("a/b/Makefile"))
+                .unwrap()
+                .canonical_name(),
             "makefile"
         );
-        assert_eq!(t.by_path(Path::new("x.rs")).unwrap().canonical_name(), "rust");
+        assert_eq!(
+            t.by_path(Path::new("x.rs")).unwrap().canonical_name(),
+            "rust"
+        );
         assert!(t.by_path(Path::new("x.unknownext")).is_none());
         assert_eq!(t.get("markdown").chunk_size, Some(1536));
     }
@@ -206,7 +219,9 @@ mod tests {
         dup.languages = vec!["python".into()];
         assert_eq!(
             LanguageTable::with_additional(&[dup]).unwrap_err(),
-            LanguageTableError::DuplicateName { name: "python".into() }
+            LanguageTableError::DuplicateName {
+                name: "python".into()
+            }
         );
         let mut dup_ext = zig;
         dup_ext.exts = vec!["rs".into()];

@@ -66,7 +66,13 @@ mod tests {
     #[test]
     fn nothing_clipped_when_it_fits() {
         let c = clip_prefix_for_budget("abc", "def", 10, 16);
-        assert_eq!(c, ClippedSegments { prefix: "abc", suffix: "def" });
+        assert_eq!(
+            c,
+            ClippedSegments {
+                prefix: "abc",
+                suffix: "def"
+            }
+        );
     }
 
     #[test]

@@ -204,12 +204,18 @@ mod tests {
 
     #[test]
     fn blank_line_stops_and_is_cut() {
-        assert_eq!(generate("python", "x = ", &["1", "\n", "\nprint"], &[]), "1");
+        assert_eq!(
+            generate("python", "x = ", &["1", "\n", "\nprint"], &[]),
+            "1"
+        );
     }
 
     #[test]
     fn top_level_keyword_stops() {
-        assert_eq!(generate("python", "", &["    return 1\n", "def g"], &[]), "    return 1");
+        assert_eq!(
+            generate("python", "", &["    return 1\n", "def g"], &[]),
+            "    return 1"
+        );
         assert_eq!(generate("rust", "", &["}\n", "fn main"], &[]), "}");
     }
 
@@ -231,7 +237,10 @@ mod tests {
 
     #[test]
     fn additional_stop_words_apply() {
-        assert_eq!(generate("python", "", &["foo", "<END>bar"], &["<END>"]), "foo");
+        assert_eq!(
+            generate("python", "", &["foo", "<END>bar"], &["<END>"]),
+            "foo"
+        );
     }
 
     #[test]

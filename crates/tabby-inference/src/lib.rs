@@ -58,7 +58,10 @@ pub trait ChatCompletionStream: Send + Sync {
     async fn chat_stream(
         &self,
         request: CreateChatCompletionRequest,
-    ) -> Result<BoxStream<'static, Result<CreateChatCompletionStreamResponse, ModelError>>, ModelError>;
+    ) -> Result<
+        BoxStream<'static, Result<CreateChatCompletionStreamResponse, ModelError>>,
+        ModelError,
+    >;
 }
 
 /// A batched text embedding backend.

@@ -1,1 +1,130 @@
-fn main() {}
+//! The server's own cost per completion: `tabby` in-process on loopback in front of an instant
+//! fake llama.cpp server, driven by 1 and by 32 concurrent clients with an editor-sized request.
+//! The same load sent straight to the fake is measured too, so the difference is what tabby
+//! adds (JSON, prompt building, stop words, event log, two extra HTTP hops).
+//!
+//! Run: `cargo bench -p tabby --bench completion_overhead` (figures on stdout).
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use fake_model_servers::{FakeServer, Protocol, Script};
+use serde_json::{Value, json};
+use tabby_common::{config::Config, path::TabbyPaths};
+
+fn request_body() -> Value {
+    let prefix: String = (0..20)
+        .map(|i| format!("    value_{i} = compute(value_{i}, factor={i})\n"))
+        .collect();
+    let suffix: String = (0..20).map(|i| format!("    log(value_{i})\n")).collect();
+    json!({
+        "language": "python",
+        "segments": {
+            "prefix": prefix,
+            "suffix": suffix,
+            "filepath": "src/app/compute.py",
+            "git_url": "https://github.com/example/app.git",
+            "declarations": [{"filepath": "src/app/math.py", "body": "def compute(x, factor):\n    return x * factor\n"}],
+            "relevant_snippets_from_recently_opened_files": [
+                {"filepath": "src/app/log.py", "body": "def log(v):\n    print(v)\n", "score": 1.0}
+            ]
+        }
+    })
+}
+
+async fn run_load(
+    url: String,
+    body: Value,
+    clients: usize,
+    per_client: usize,
+) -> (Vec<Duration>, Duration) {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let body = Arc::new(body);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (http, url, body) = (http.clone(), url.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(per_client);
+            for _ in 0..per_client {
+                let t = Instant::now();
+                let response = http.post(&url).json(&*body).send().await.unwrap();
+                assert!(response.status().is_success(), "{}", response.status());
+                let _ = response.bytes().await.unwrap();
+                latencies.push(t.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        all.extend(task.await.unwrap());
+    }
+    (all, start.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn report(label: &str, mut latencies: Vec<Duration>, wall: Duration) -> (Duration, Duration) {
+    latencies.sort();
+    let (p50, p99) = (percentile(&latencies, 0.5), percentile(&latencies, 0.99));
+    println!(
+        "{label:<34} n={:<6} p50={:>8.3} ms  p99={:>8.3} ms  {:>8.0} req/s",
+        latencies.len(),
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
+        latencies.len() as f64 / wall.as_secs_f64()
+    );
+    (p50, p99)
+}
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let fake = FakeServer::start(
+            Protocol::LlamaCpp,
+            Script::default().instant().pieces(["    total = sum(values)", "\n\n"]),
+        )
+        .await;
+        let root = tempfile::tempdir().unwrap();
+        let config = Config::parse(
+            std::path::Path::new("bench.toml"),
+            &format!(
+                "[model.completion.http]\nkind = \"llama.cpp/completion\"\napi_endpoint = \"{}\"\nprompt_template = \"<|fim_prefix|>{{prefix}}<|fim_suffix|>{{suffix}}<|fim_middle|>\"\n",
+                fake.url()
+            ),
+        )
+        .unwrap();
+        let app = tabby::serve::build_app(&config, &TabbyPaths::new(root.path()), Some(false), None).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app.router).await });
+
+        let tabby_url = format!("http://{addr}/v1/completions");
+        let fake_url = format!("{}/completion", fake.url());
+        let fake_body = json!({"prompt": "x", "n_predict": 64, "stream": true});
+
+        // Warm up connections and caches.
+        run_load(tabby_url.clone(), request_body(), 4, 50).await;
+
+        println!("completion overhead (instant fake llama.cpp model, loopback, {} cores)",
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        for (clients, per_client) in [(1usize, 2000usize), (32, 250)] {
+            let (lat, wall) = run_load(tabby_url.clone(), request_body(), clients, per_client).await;
+            let (t50, t99) = report(&format!("tabby /v1/completions c={clients}"), lat, wall);
+            let (lat, wall) = run_load(fake_url.clone(), fake_body.clone(), clients, per_client).await;
+            let (f50, f99) = report(&format!("fake model alone      c={clients}"), lat, wall);
+            println!(
+                "{:<34} p50={:>8.3} ms  p99={:>8.3} ms",
+                format!("tabby's own share     c={clients}"),
+                (t50.saturating_sub(f50)).as_secs_f64() * 1e3,
+                (t99.saturating_sub(f99)).as_secs_f64() * 1e3
+            );
+        }
+    });
+}

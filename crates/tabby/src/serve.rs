@@ -99,17 +99,17 @@ pub fn build_app(
             metrics.clone(),
             routes::metrics::track,
         ))
-        .route(
-            "/metrics",
-            get(routes::metrics::render).with_state(metrics),
-        );
+        .route("/metrics", get(routes::metrics::render).with_state(metrics));
     Ok(App { router, logger })
 }
 
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let paths = TabbyPaths::from_env();
     ensure_root(&paths)?;
-    let config_path = options.config.clone().unwrap_or_else(|| paths.config_file());
+    let config_path = options
+        .config
+        .clone()
+        .unwrap_or_else(|| paths.config_file());
     let config = Config::load(&config_path)?;
     let webserver = options.no_webserver.then_some(false);
     let app = build_app(&config, &paths, webserver, None)?;
@@ -119,7 +119,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
-    info!("tabby {} listening on http://{local}", env!("CARGO_PKG_VERSION"));
+    info!(
+        "tabby {} listening on http://{local}",
+        env!("CARGO_PKG_VERSION")
+    );
     println!("Listening at http://{local}");
 
     let shutdown = Arc::new(tokio::sync::Notify::new());

@@ -99,7 +99,10 @@ pub(crate) fn create(
                 model: required_model_name(config)?,
                 fim,
             };
-            (Arc::new(backend), if fim { fim_template } else { config_template })
+            (
+                Arc::new(backend),
+                if fim { fim_template } else { config_template },
+            )
         }
         _ => return Err(BindingError::unknown_kind("completion", config, KINDS)),
     };

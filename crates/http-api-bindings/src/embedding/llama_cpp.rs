@@ -74,10 +74,13 @@ impl LlamaCppEmbedding {
             .post(&self.embeddings_url, &json!({ "content": content }))
             .await?;
         let items: Vec<EmbeddingItem> = read_json(response, &self.embeddings_url).await?;
-        let vector = items.into_iter().next().and_then(|item| match item.embedding {
-            Vector::Nested(rows) => rows.into_iter().next(),
-            Vector::Flat(vector) => Some(vector),
-        });
+        let vector = items
+            .into_iter()
+            .next()
+            .and_then(|item| match item.embedding {
+                Vector::Nested(rows) => rows.into_iter().next(),
+                Vector::Flat(vector) => Some(vector),
+            });
         vector.ok_or_else(|| {
             ModelError::Backend(format!("{} returned no embedding", self.embeddings_url))
         })

@@ -30,7 +30,10 @@ impl Embedding for OllamaEmbedding {
         if inputs.is_empty() {
             return Ok(Vec::new());
         }
-        let model = self.model.name(&self.client, self.api_key.as_deref()).await?;
+        let model = self
+            .model
+            .name(&self.client, self.api_key.as_deref())
+            .await?;
         let body = json!({ "model": model, "input": inputs });
         let request = with_auth(self.client.post(&self.url), self.api_key.as_deref()).json(&body);
         let response = send(request, &self.url).await?;

@@ -30,7 +30,9 @@ pub fn options() -> CompletionOptions {
 }
 
 /// Collects the Ok pieces and the first error, if any.
-pub async fn collect<T>(stream: impl Stream<Item = Result<T, ModelError>>) -> (Vec<T>, Option<ModelError>) {
+pub async fn collect<T>(
+    stream: impl Stream<Item = Result<T, ModelError>>,
+) -> (Vec<T>, Option<ModelError>) {
     let mut items = Vec::new();
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
@@ -44,7 +46,9 @@ pub async fn collect<T>(stream: impl Stream<Item = Result<T, ModelError>>) -> (V
 
 /// An endpoint nothing listens on.
 pub async fn closed_endpoint() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
     format!("http://{addr}")

@@ -117,9 +117,16 @@ mod tests {
             "https://user:pw@example.com/fork/tabby",
             "ssh://git@host/x/tabby.git",
         ] {
-            assert_eq!(allowed.closest_match(q).map(|r| r.source_id.as_str()), Some("a"), "{q}");
+            assert_eq!(
+                allowed.closest_match(q).map(|r| r.source_id.as_str()),
+                Some("a"),
+                "{q}"
+            );
         }
-        assert_eq!(allowed.closest_match("https://github.com/TabbyML/other"), None);
+        assert_eq!(
+            allowed.closest_match("https://github.com/TabbyML/other"),
+            None
+        );
         assert_eq!(allowed.closest_match(""), None);
     }
 
@@ -131,6 +138,9 @@ mod tests {
                 repo("https://a.example/x/tabby", "a"),
             ],
         };
-        assert_eq!(allowed.closest_match("https://q/tabby").unwrap().source_id, "a");
+        assert_eq!(
+            allowed.closest_match("https://q/tabby").unwrap().source_id,
+            "a"
+        );
     }
 }

@@ -43,7 +43,10 @@ pub async fn completions(
             "no completion model is configured: add [model.completion.http] to config.toml",
         ));
     };
-    let allowed = allowed.as_ref().map(|Extension(a)| a).unwrap_or(&state.repositories);
+    let allowed = allowed
+        .as_ref()
+        .map(|Extension(a)| a)
+        .unwrap_or(&state.repositories);
     let ctx = RequestContext {
         user: user_from_headers(&headers),
         user_agent: headers.get(USER_AGENT).and_then(|v| v.to_str().ok()),

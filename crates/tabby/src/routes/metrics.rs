@@ -73,8 +73,16 @@ impl Metrics {
                 "http_requests_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
                 s.count
             );
-            let _ = writeln!(out, "http_requests_duration_seconds_sum{{{labels}}} {}", s.sum);
-            let _ = writeln!(out, "http_requests_duration_seconds_count{{{labels}}} {}", s.count);
+            let _ = writeln!(
+                out,
+                "http_requests_duration_seconds_sum{{{labels}}} {}",
+                s.sum
+            );
+            let _ = writeln!(
+                out,
+                "http_requests_duration_seconds_count{{{labels}}} {}",
+                s.count
+            );
         }
         out
     }

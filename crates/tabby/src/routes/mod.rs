@@ -25,9 +25,7 @@ use tabby_common::{
 };
 use tower_http::cors::CorsLayer;
 
-use crate::services::{
-    chat::ChatService, completion::CompletionService, health::HealthState,
-};
+use crate::services::{chat::ChatService, completion::CompletionService, health::HealthState};
 
 /// Request bodies above this are refused with 413 (completions and events are small).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -46,9 +44,7 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    pub fn model_list(
-        models: &tabby_common::config::ModelConfigGroup,
-    ) -> models::ModelList {
+    pub fn model_list(models: &tabby_common::config::ModelConfigGroup) -> models::ModelList {
         models::ModelList::from_config(models)
     }
 }
@@ -96,7 +92,13 @@ struct ErrorBody<'a> {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(ErrorBody { error: &self.message })).into_response()
+        (
+            self.status,
+            Json(ErrorBody {
+                error: &self.message,
+            }),
+        )
+            .into_response()
     }
 }
 

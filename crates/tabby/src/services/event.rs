@@ -114,10 +114,10 @@ async fn write_entry(
 }
 
 async fn flush(current: &mut Option<DailyFile>) {
-    if let Some(file) = current.as_mut() {
-        if let Err(e) = file.writer.flush().await {
-            warn!("cannot flush event log: {e}");
-        }
+    if let Some(file) = current.as_mut()
+        && let Err(e) = file.writer.flush().await
+    {
+        warn!("cannot flush event log: {e}");
     }
 }
 
@@ -153,6 +153,9 @@ mod tests {
         );
         assert!(lines[0]["ts"].as_u64().unwrap() > 1_600_000_000_000);
         assert_eq!(lines[1]["user"], serde_json::Value::Null);
-        assert_eq!(lines[1]["event"], serde_json::json!({"chat_completion": {}}));
+        assert_eq!(
+            lines[1]["event"],
+            serde_json::json!({"chat_completion": {}})
+        );
     }
 }

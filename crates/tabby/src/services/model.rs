@@ -22,7 +22,10 @@ pub enum ModelLoadError {
         "[model.{role}.local] model_id = {model_id:?}: the embedded model runtime is not available \
          in this build yet; configure a remote model with [model.{role}.http] instead"
     )]
-    LocalUnavailable { role: &'static str, model_id: String },
+    LocalUnavailable {
+        role: &'static str,
+        model_id: String,
+    },
 }
 
 pub struct Models {
@@ -35,12 +38,13 @@ pub fn load_models(config: &ModelConfigGroup) -> Result<Models, ModelLoadError> 
     let completion = match &config.completion {
         None => None,
         Some(ModelConfig::Http(http)) => {
-            let (engine, template) = http_api_bindings::create_completion(http).map_err(
-                |source| ModelLoadError::Binding {
-                    role: "completion",
-                    source,
-                },
-            )?;
+            let (engine, template) =
+                http_api_bindings::create_completion(http).map_err(|source| {
+                    ModelLoadError::Binding {
+                        role: "completion",
+                        source,
+                    }
+                })?;
             let prompt_template = template
                 .map(|t| PromptTemplate::new(&t))
                 .transpose()
@@ -63,12 +67,14 @@ pub fn load_models(config: &ModelConfigGroup) -> Result<Models, ModelLoadError> 
     };
     let chat = match &config.chat {
         None => None,
-        Some(ModelConfig::Http(http)) => Some(http_api_bindings::create_chat(http).map_err(
-            |source| ModelLoadError::Binding {
-                role: "chat",
-                source,
-            },
-        )?),
+        Some(ModelConfig::Http(http)) => {
+            Some(http_api_bindings::create_chat(http).map_err(|source| {
+                ModelLoadError::Binding {
+                    role: "chat",
+                    source,
+                }
+            })?)
+        }
         Some(ModelConfig::Local(local)) => {
             return Err(ModelLoadError::LocalUnavailable {
                 role: "chat",
@@ -78,12 +84,14 @@ pub fn load_models(config: &ModelConfigGroup) -> Result<Models, ModelLoadError> 
     };
     let embedding = match &config.embedding {
         None => None,
-        Some(ModelConfig::Http(http)) => Some(http_api_bindings::create_embedding(http).map_err(
-            |source| ModelLoadError::Binding {
-                role: "embedding",
-                source,
-            },
-        )?),
+        Some(ModelConfig::Http(http)) => {
+            Some(http_api_bindings::create_embedding(http).map_err(|source| {
+                ModelLoadError::Binding {
+                    role: "embedding",
+                    source,
+                }
+            })?)
+        }
         Some(ModelConfig::Local(local)) => {
             return Err(ModelLoadError::LocalUnavailable {
                 role: "embedding",

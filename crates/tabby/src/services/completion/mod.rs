@@ -97,16 +97,20 @@ impl CompletionService {
         let language = self.languages.get(language_name);
         let debug = request.debug_options.as_ref();
 
-        let (prompt, snippets, crlf) = if let Some(raw) = debug.and_then(|d| d.raw_prompt.clone())
-        {
+        let (prompt, snippets, crlf) = if let Some(raw) = debug.and_then(|d| d.raw_prompt.clone()) {
             (raw, vec![], false)
         } else {
-            let segments = request.segments.as_ref().ok_or(CompletionError::EmptyPrompt)?;
+            let segments = request
+                .segments
+                .as_ref()
+                .ok_or(CompletionError::EmptyPrompt)?;
             let crlf = segments.prefix.contains("\r\n")
-                || segments.suffix.as_deref().is_some_and(|s| s.contains("\r\n"));
+                || segments
+                    .suffix
+                    .as_deref()
+                    .is_some_and(|s| s.contains("\r\n"));
             let (mut snippets, budget) = prompt::client_snippets(segments);
-            let rag_disabled =
-                debug.is_some_and(|d| d.disable_retrieval_augmented_code_completion);
+            let rag_disabled = debug.is_some_and(|d| d.disable_retrieval_augmented_code_completion);
             if let (false, Some(search), Some(allowed)) =
                 (rag_disabled, &self.code_search, ctx.allowed_repositories)
             {

@@ -38,7 +38,10 @@ impl CompletionService {
         mut options: CompletionOptions,
         ctx: &RequestContext<'_>,
     ) -> Result<CompletionResponse, CompletionError> {
-        let segments = request.segments.as_ref().ok_or(CompletionError::EmptyPrompt)?;
+        let segments = request
+            .segments
+            .as_ref()
+            .ok_or(CompletionError::EmptyPrompt)?;
         let history = segments
             .edit_history
             .as_ref()

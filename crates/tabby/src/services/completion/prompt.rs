@@ -203,8 +203,14 @@ mod tests {
     #[test]
     fn template_filled_and_empty_suffix_is_newline() {
         let t = PromptTemplate::new("<PRE> {prefix} <SUF>{suffix} <MID>").unwrap();
-        assert_eq!(build_prompt(Some(&t), "a", "", 100), "<PRE> a <SUF>\n <MID>");
-        assert_eq!(build_prompt(Some(&t), "a", "b", 100), "<PRE> a <SUF>b <MID>");
+        assert_eq!(
+            build_prompt(Some(&t), "a", "", 100),
+            "<PRE> a <SUF>\n <MID>"
+        );
+        assert_eq!(
+            build_prompt(Some(&t), "a", "b", 100),
+            "<PRE> a <SUF>b <MID>"
+        );
     }
 
     #[test]
@@ -264,7 +270,10 @@ mod tests {
                 snippet("c1", &"c".repeat(300)), // does not fit (268 left): list stops
                 snippet("c2", "small"),
             ]),
-            relevant_snippets_from_recently_opened_files: Some(vec![snippet("r1", &"r".repeat(200))]),
+            relevant_snippets_from_recently_opened_files: Some(vec![snippet(
+                "r1",
+                &"r".repeat(200),
+            )]),
             ..Default::default()
         };
         let (chosen, left) = client_snippets(&segments);

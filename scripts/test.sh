@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets up what the test suite needs on a fresh Debian machine, then runs every test.
+# Usage: bash scripts/test.sh            (from anywhere; extra args go to the test runner)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages: a C compiler for the -sys crates, git for the repository tests,
+# Node.js + npm for the tabby-agent compatibility test.
+missing=()
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+command -v git >/dev/null 2>&1 || missing+=(git)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing system packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+# The unmodified tabby-agent (pinned in tests/agent/package-lock.json).
+if [ -f tests/agent/package-lock.json ]; then
+  (cd tests/agent && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+else
+  cargo test --workspace --no-fail-fast "$@"
+fi
