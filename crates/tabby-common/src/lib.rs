@@ -4,6 +4,7 @@
 pub mod api;
 pub mod config;
 pub mod git_url;
+pub mod index;
 pub mod languages;
 pub mod path;
 

@@ -1,0 +1,136 @@
+//! The code corpus: chunk attribute keys, code tokens, binarized embedding tokens, and the
+//! filter part of a code search query.
+
+use tantivy::query::{BooleanQuery, Occur, Query};
+
+use super::{IndexSchema, corpus};
+
+/// Keys of a code chunk's `chunk_attributes`.
+pub mod fields {
+    pub const CHUNK_GIT_URL: &str = "chunk_git_url";
+    pub const CHUNK_FILEPATH: &str = "chunk_filepath";
+    pub const CHUNK_LANGUAGE: &str = "chunk_language";
+    pub const CHUNK_BODY: &str = "chunk_body";
+    pub const CHUNK_START_LINE: &str = "chunk_start_line";
+}
+
+/// Identifier-like tokens of `text` (`\w+`), dropping tokens of 64 bytes or more.
+pub fn tokenize_code(text: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut start = None;
+    for (i, ch) in text.char_indices() {
+        if ch.is_alphanumeric() || ch == '_' {
+            start.get_or_insert(i);
+        } else if let Some(s) = start.take() {
+            push_token(&mut tokens, &text[s..i]);
+        }
+    }
+    if let Some(s) = start {
+        push_token(&mut tokens, &text[s..]);
+    }
+    tokens
+}
+
+fn push_token(tokens: &mut Vec<String>, token: &str) {
+    if token.len() < 64 {
+        tokens.push(token.to_string());
+    }
+}
+
+/// `embedding_one_{i}` where the value is positive, `embedding_zero_{i}` otherwise.
+pub fn binarize_embedding<'a>(embedding: impl IntoIterator<Item = &'a f32>) -> Vec<String> {
+    embedding
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if *v > 0.0 {
+                format!("embedding_one_{i}")
+            } else {
+                format!("embedding_zero_{i}")
+            }
+        })
+        .collect()
+}
+
+/// The same signs packed little-endian into bytes (bit i of the vector = bit i%8 of byte i/8).
+pub fn pack_embedding_bits(embedding: &[f32]) -> Vec<u8> {
+    let mut bytes = vec![0u8; embedding.len().div_ceil(8)];
+    for (i, v) in embedding.iter().enumerate() {
+        if *v > 0.0 {
+            bytes[i / 8] |= 1 << (i % 8);
+        }
+    }
+    bytes
+}
+
+/// Filters shared by both legs of code search, all zero-scored: the code corpus, the source,
+/// the language (canonical name, so the JavaScript/TypeScript family is one group), and the
+/// query's own file excluded.
+pub fn code_search_filter(
+    source_id: &str,
+    canonical_language: Option<&str>,
+    exclude_filepath: Option<&str>,
+) -> Vec<(Occur, Box<dyn Query>)> {
+    let schema = IndexSchema::instance();
+    let mut clauses = vec![
+        (
+            Occur::Must,
+            IndexSchema::filter(schema.corpus_term(corpus::CODE)),
+        ),
+        (
+            Occur::Must,
+            IndexSchema::filter(schema.source_id_term(source_id)),
+        ),
+    ];
+    if let Some(language) = canonical_language {
+        clauses.push((
+            Occur::Must,
+            IndexSchema::filter(schema.chunk_attribute_term(fields::CHUNK_LANGUAGE, language)),
+        ));
+    }
+    if let Some(path) = exclude_filepath {
+        let normalized = path.replace('\\', "/");
+        clauses.push((
+            Occur::MustNot,
+            IndexSchema::filter(schema.chunk_attribute_term(fields::CHUNK_FILEPATH, &normalized)),
+        ));
+    }
+    clauses
+}
+
+/// A boolean query of `filters` plus one scoring clause.
+pub fn filtered(scoring: Box<dyn Query>, filters: Vec<(Occur, Box<dyn Query>)>) -> BooleanQuery {
+    let mut clauses = filters;
+    clauses.push((Occur::Must, scoring));
+    BooleanQuery::new(clauses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_tokens() {
+        assert_eq!(
+            tokenize_code("fn add(a: i32) -> i32 { a+b_c }"),
+            vec!["fn", "add", "a", "i32", "i32", "a", "b_c"]
+        );
+        let long = "x".repeat(64);
+        assert_eq!(tokenize_code(&format!("ok {long} é")), vec!["ok", "é"]);
+    }
+
+    #[test]
+    fn binarized_tokens_and_bits_agree() {
+        let e = [0.5, -0.1, 0.0, 2.0, 1.0, -3.0, 0.1, 0.1, 0.7];
+        assert_eq!(
+            binarize_embedding(&e)[..4],
+            [
+                "embedding_one_0",
+                "embedding_zero_1",
+                "embedding_zero_2",
+                "embedding_one_3"
+            ]
+        );
+        assert_eq!(pack_embedding_bits(&e), vec![0b1101_1001, 0b1]);
+    }
+}

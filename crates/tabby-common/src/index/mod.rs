@@ -1,0 +1,162 @@
+//! The one Tantivy index shared by every corpus: its schema, and the query pieces both the
+//! indexer and the searchers build on.
+//!
+//! Layout (upstream's): each source document is one *document row* (no `chunk_id`) plus N
+//! *chunk rows* (`chunk_id = "{id}-{n}"`) that carry the searchable tokens. Deliberate
+//! differences: BM25 tokens (`chunk_tokens`) are indexed with term frequencies, binarized
+//! embedding tokens live in their own field (`chunk_embedding_tokens`) so they do not distort
+//! BM25 length normalization, and each chunk also keeps its embedding as packed sign bits in a
+//! fast field (`chunk_embedding_bits`) for a popcount scan with the same ranking.
+
+pub mod code;
+
+use std::sync::OnceLock;
+
+use tantivy::{
+    Term,
+    query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery},
+    schema::{
+        BytesOptions, DateOptions, FAST, Field, INDEXED, IndexRecordOption, JsonObjectOptions,
+        STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    },
+};
+
+pub mod corpus {
+    pub const CODE: &str = "code";
+    pub const STRUCTURED_DOC: &str = "structured_doc";
+}
+
+/// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
+pub const SCHEMA_VERSION: u32 = 1;
+
+pub struct IndexSchema {
+    pub schema: Schema,
+    pub field_corpus: Field,
+    pub field_source_id: Field,
+    pub field_id: Field,
+    pub field_updated_at: Field,
+    pub field_failed_chunks_count: Field,
+    pub field_attributes: Field,
+    pub field_chunk_id: Field,
+    pub field_chunk_attributes: Field,
+    pub field_chunk_tokens: Field,
+    pub field_chunk_embedding_tokens: Field,
+    pub field_chunk_embedding_bits: Field,
+}
+
+impl IndexSchema {
+    pub fn instance() -> &'static IndexSchema {
+        static SCHEMA: OnceLock<IndexSchema> = OnceLock::new();
+        SCHEMA.get_or_init(IndexSchema::build)
+    }
+
+    fn build() -> IndexSchema {
+        let mut builder = Schema::builder();
+        let field_corpus = builder.add_text_field("corpus", STRING | FAST | STORED);
+        let field_source_id = builder.add_text_field("source_id", STRING | FAST | STORED);
+        let field_id = builder.add_text_field("id", STRING | STORED);
+        let field_updated_at = builder.add_date_field(
+            "updated_at",
+            DateOptions::default().set_indexed().set_stored(),
+        );
+        let field_failed_chunks_count =
+            builder.add_u64_field("failed_chunks_count", INDEXED | FAST | STORED);
+        let raw_json = JsonObjectOptions::default()
+            .set_stored()
+            .set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("raw")
+                    .set_fieldnorms(true)
+                    .set_index_option(IndexRecordOption::Basic),
+            );
+        let field_attributes =
+            builder.add_json_field("attributes", raw_json.clone().set_fast("raw"));
+        let field_chunk_id = builder.add_text_field("chunk_id", STRING | FAST | STORED);
+        let field_chunk_attributes = builder.add_json_field("chunk_attributes", raw_json);
+        let field_chunk_tokens = builder.add_text_field(
+            "chunk_tokens",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("raw")
+                    .set_fieldnorms(true)
+                    .set_index_option(IndexRecordOption::WithFreqs),
+            ),
+        );
+        let field_chunk_embedding_tokens = builder.add_text_field(
+            "chunk_embedding_tokens",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("raw")
+                    .set_fieldnorms(false)
+                    .set_index_option(IndexRecordOption::Basic),
+            ),
+        );
+        let field_chunk_embedding_bits =
+            builder.add_bytes_field("chunk_embedding_bits", BytesOptions::default().set_fast());
+        IndexSchema {
+            schema: builder.build(),
+            field_corpus,
+            field_source_id,
+            field_id,
+            field_updated_at,
+            field_failed_chunks_count,
+            field_attributes,
+            field_chunk_id,
+            field_chunk_attributes,
+            field_chunk_tokens,
+            field_chunk_embedding_tokens,
+            field_chunk_embedding_bits,
+        }
+    }
+
+    /// A term on a key of the `chunk_attributes` JSON field.
+    pub fn chunk_attribute_term(&self, key: &str, value: &str) -> Term {
+        let mut term = Term::from_field_json_path(self.field_chunk_attributes, key, false);
+        term.append_type_and_str(value);
+        term
+    }
+
+    /// A term on a key of the (document row) `attributes` JSON field.
+    pub fn attribute_term(&self, key: &str, value: &str) -> Term {
+        let mut term = Term::from_field_json_path(self.field_attributes, key, false);
+        term.append_type_and_str(value);
+        term
+    }
+
+    pub fn corpus_term(&self, corpus: &str) -> Term {
+        Term::from_field_text(self.field_corpus, corpus)
+    }
+
+    pub fn source_id_term(&self, source_id: &str) -> Term {
+        Term::from_field_text(self.field_source_id, source_id)
+    }
+
+    pub fn id_term(&self, id: &str) -> Term {
+        Term::from_field_text(self.field_id, id)
+    }
+
+    /// A term query that contributes nothing to the score (a filter).
+    pub fn filter(term: Term) -> Box<dyn Query> {
+        Box::new(ConstScoreQuery::new(
+            Box::new(TermQuery::new(term, IndexRecordOption::Basic)),
+            0.0,
+        ))
+    }
+
+    /// Matches every row (document and chunks) of `corpus` in `source_id`.
+    pub fn source_query(&self, corpus: &str, source_id: &str) -> BooleanQuery {
+        BooleanQuery::new(vec![
+            (Occur::Must, Self::filter(self.corpus_term(corpus))),
+            (Occur::Must, Self::filter(self.source_id_term(source_id))),
+        ])
+    }
+}
+
+/// A stored JSON field of `doc` as `serde_json::Value` (`Null` when absent).
+pub fn stored_json(doc: &tantivy::TantivyDocument, field: Field) -> serde_json::Value {
+    use tantivy::schema::OwnedValue;
+    doc.get_first(field)
+        .map(OwnedValue::from)
+        .and_then(|v| serde_json::to_value(&v).ok())
+        .unwrap_or(serde_json::Value::Null)
+}

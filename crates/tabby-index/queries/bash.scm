@@ -1,0 +1,2 @@
+; Definitions in shell scripts: functions.
+(function_definition name: (word) @name) @definition.function

@@ -1,0 +1,569 @@
+//! Indexing repositories into the code corpus: sync, list files per ref, skip what is already
+//! indexed (content-addressed ids), chunk, embed in batches, write document and chunk rows,
+//! commit in batches, and garbage-collect what changed or vanished.
+
+pub mod filter;
+pub mod intelligence;
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Instant,
+};
+
+use anyhow::Context;
+use serde_json::json;
+use tabby_common::{
+    git_url::{canonicalize_git_url, redact_credentials},
+    index::{
+        IndexSchema,
+        code::{binarize_embedding, fields, pack_embedding_bits, tokenize_code},
+        corpus,
+    },
+    languages::LanguageTable,
+};
+use tabby_inference::Embedding;
+use tantivy::{
+    Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term,
+    collector::{Count, DocSetCollector},
+    query::{BooleanQuery, Occur, RangeQuery, TermQuery},
+    schema::{IndexRecordOption, OwnedValue, Value},
+};
+use tracing::{info, warn};
+
+use self::{
+    filter::{MAX_FILE_BYTES, SkipReason},
+    intelligence::{Chunk, DEFAULT_CHUNK_SIZE},
+};
+use crate::{
+    git::{self, RepositorySource},
+    meta::{self, CodeCorpusMeta, IndexMeta},
+    summary::{IndexProgress, RepositorySummary},
+};
+
+/// Chunks embedded per call to the embedding backend.
+const EMBED_BATCH: usize = 64;
+/// Chunks written between commits (a crash loses at most this much work).
+const COMMIT_EVERY_CHUNKS: usize = 2000;
+/// Heap for Tantivy's writer, split across its threads.
+const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
+
+/// A repository to index, as configured.
+#[derive(Clone, Debug)]
+pub struct RepositoryToIndex {
+    pub source_id: String,
+    /// As configured; may carry credentials, which never reach logs or the index.
+    pub git_url: String,
+    pub refs: Vec<String>,
+}
+
+/// The embedding that goes with every chunk, and how it is identified in the index metadata.
+#[derive(Clone)]
+pub struct EmbeddingSetup {
+    pub model: Arc<dyn Embedding>,
+    pub model_id: String,
+    /// Bytes of text embedded per chunk.
+    pub max_input_bytes: usize,
+}
+
+struct PendingChunk {
+    file: usize,
+    chunk: Chunk,
+    embedding_input: String,
+}
+
+struct PendingFile {
+    id: String,
+    source_id: String,
+    git_url: String,
+    filepath: String,
+    language: String,
+    commit: Option<String>,
+    whole_file: bool,
+    chunks: usize,
+}
+
+/// Writes the code corpus. Holds the index writer (and so the index lock) while it lives.
+pub struct CodeIndexer {
+    dir: PathBuf,
+    writer: IndexWriter,
+    reader: IndexReader,
+    embedding: Option<EmbeddingSetup>,
+    embedding_dim: usize,
+    languages: LanguageTable,
+    pending_files: Vec<PendingFile>,
+    pending_chunks: Vec<PendingChunk>,
+    uncommitted_chunks: usize,
+}
+
+impl CodeIndexer {
+    /// Opens the index for writing. If the code corpus was built with other settings (chunker,
+    /// tags queries, embedding model or dimension), it is deleted first so it gets rebuilt.
+    pub async fn open(
+        dir: &Path,
+        embedding: Option<EmbeddingSetup>,
+        languages: LanguageTable,
+    ) -> anyhow::Result<CodeIndexer> {
+        let index = meta::open_or_create(dir)?;
+        let embedding_dim = match &embedding {
+            Some(setup) => probe_dimension(setup.model.as_ref()).await?,
+            None => 0,
+        };
+        let writer = index.writer(WRITER_HEAP_BYTES).map_err(|e| match e {
+            tantivy::TantivyError::LockFailure(..) => anyhow::anyhow!(
+                "the index at {} is locked by another process (is `tabby serve` or another `tabby index` indexing?)",
+                dir.display()
+            ),
+            e => e.into(),
+        })?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let mut indexer = CodeIndexer {
+            dir: dir.to_path_buf(),
+            writer,
+            reader,
+            embedding,
+            embedding_dim,
+            languages,
+            pending_files: Vec::new(),
+            pending_chunks: Vec::new(),
+            uncommitted_chunks: 0,
+        };
+        indexer.check_corpus_settings(&index)?;
+        Ok(indexer)
+    }
+
+    fn corpus_meta(&self) -> CodeCorpusMeta {
+        let model = self
+            .embedding
+            .as_ref()
+            .map(|e| e.model_id.as_str())
+            .unwrap_or("none");
+        CodeCorpusMeta::current(model, self.embedding_dim)
+    }
+
+    fn check_corpus_settings(&mut self, _index: &Index) -> anyhow::Result<()> {
+        let mut meta = meta::read_meta(&self.dir).unwrap_or(IndexMeta {
+            schema_version: tabby_common::index::SCHEMA_VERSION,
+            code: None,
+        });
+        let current = self.corpus_meta();
+        if meta.code.as_ref() == Some(&current) {
+            return Ok(());
+        }
+        if let Some(previous) = &meta.code {
+            info!(
+                "code index settings changed ({previous:?} → {current:?}): rebuilding the code corpus"
+            );
+        }
+        let schema = IndexSchema::instance();
+        self.writer.delete_term(schema.corpus_term(corpus::CODE));
+        self.writer.commit()?;
+        meta.code = Some(current);
+        meta::write_meta(&self.dir, &meta)?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// Syncs and indexes one repository, then removes its files that changed or vanished.
+    pub async fn index_repository(
+        &mut self,
+        repo: &RepositoryToIndex,
+        repositories_dir: &Path,
+        progress: &dyn IndexProgress,
+    ) -> anyhow::Result<RepositorySummary> {
+        let started = Instant::now();
+        let redacted = redact_credentials(&repo.git_url);
+        let mut summary = RepositorySummary::new(&redacted);
+        let git_url = canonicalize_git_url(&repo.git_url);
+        let source = {
+            let url = repo.git_url.clone();
+            let dir = repositories_dir.to_path_buf();
+            tokio::task::spawn_blocking(move || git::sync(&url, &dir))
+                .await
+                .context("sync task failed")??
+        };
+        let mut expected = HashSet::new();
+        match source {
+            RepositorySource::Git(dir) => {
+                let snapshots = git::snapshots(&dir, &repo.refs)?;
+                let git_repo = git2::Repository::open(&dir)?;
+                let total: usize = snapshots.iter().map(|s| s.files.len()).sum();
+                progress.start(&redacted, total);
+                for snapshot in &snapshots {
+                    for file in &snapshot.files {
+                        let abs = dir.join(&file.path);
+                        let blob = file.blob;
+                        let read = || git::read_blob(&git_repo, blob, MAX_FILE_BYTES);
+                        self.visit_file(
+                            repo,
+                            &git_url,
+                            &file.path,
+                            &abs,
+                            &blob.to_string(),
+                            Some(&snapshot.commit),
+                            read,
+                            &mut expected,
+                            &mut summary,
+                            progress,
+                        )
+                        .await?;
+                    }
+                }
+            }
+            RepositorySource::Directory(dir) => {
+                let files = git::walk_directory(&dir);
+                progress.start(&redacted, files.len());
+                for (rel, abs) in files {
+                    let size = std::fs::metadata(&abs).map(|m| m.len()).unwrap_or(0);
+                    let bytes = if size > MAX_FILE_BYTES {
+                        None
+                    } else {
+                        std::fs::read(&abs).ok()
+                    };
+                    let hash = match &bytes {
+                        Some(b) => git::blob_hash(b)?.to_string(),
+                        None => format!("size-{size}"),
+                    };
+                    let read = || Ok(bytes.clone());
+                    self.visit_file(
+                        repo,
+                        &git_url,
+                        &rel,
+                        &abs,
+                        &hash,
+                        None,
+                        read,
+                        &mut expected,
+                        &mut summary,
+                        progress,
+                    )
+                    .await?;
+                }
+            }
+        }
+        self.flush_pending(&mut summary).await?;
+        summary.removed = self.remove_stale(&repo.source_id, &expected)?;
+        self.commit()?;
+        summary.seconds = started.elapsed().as_secs_f64();
+        progress.finish(&summary);
+        Ok(summary)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn visit_file(
+        &mut self,
+        repo: &RepositoryToIndex,
+        git_url: &str,
+        rel: &str,
+        abs: &Path,
+        hash: &str,
+        commit: Option<&str>,
+        read: impl FnOnce() -> anyhow::Result<Option<Vec<u8>>>,
+        expected: &mut HashSet<String>,
+        summary: &mut RepositorySummary,
+        progress: &dyn IndexProgress,
+    ) -> anyhow::Result<()> {
+        summary.files_seen += 1;
+        let Some(language) = self.languages.by_path(Path::new(rel)).cloned() else {
+            summary.skip(SkipReason::UnknownLanguage);
+            progress.file(0, 0);
+            return Ok(());
+        };
+        let id = document_id(&repo.source_id, abs, language.canonical_name(), hash);
+        if !expected.insert(id.clone()) {
+            progress.file(0, 0);
+            return Ok(()); // the same file in another ref
+        }
+        if self.is_indexed(&id)? {
+            summary.skip(SkipReason::Unchanged);
+            progress.file(0, 0);
+            return Ok(());
+        }
+        let text = match read()? {
+            None => Err(SkipReason::TooLarge),
+            Some(bytes) => filter::as_text(&bytes)
+                .and_then(|t| filter::quality_check(t).map(|_| t.to_string())),
+        };
+        let text = match text {
+            Ok(text) => text,
+            Err(reason) => {
+                summary.skip(reason);
+                progress.file(0, 0);
+                return Ok(());
+            }
+        };
+        let chunk_size = language.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE);
+        let canonical = language.canonical_name().to_string();
+        let chunks = {
+            let text = text.clone();
+            let canonical = canonical.clone();
+            tokio::task::spawn_blocking(move || intelligence::chunks(&canonical, &text, chunk_size))
+                .await?
+        };
+        // A stale record of this file (failed chunks) is replaced.
+        self.writer
+            .delete_term(IndexSchema::instance().id_term(&id));
+        let whole_file = chunks.len() == 1 && chunks[0].body == text.trim();
+        summary.files_indexed += 1;
+        summary.bytes += text.len() as u64;
+        summary.chunks += chunks.len();
+        progress.file(text.len() as u64, chunks.len());
+        let file_index = self.pending_files.len();
+        for chunk in chunks {
+            let embedding_input = clip_front(
+                &format!("```{rel}\n{}\n```", chunk.body),
+                self.embedding.as_ref().map_or(0, |e| e.max_input_bytes),
+            );
+            self.pending_chunks.push(PendingChunk {
+                file: file_index,
+                chunk,
+                embedding_input,
+            });
+        }
+        self.pending_files.push(PendingFile {
+            id,
+            source_id: repo.source_id.clone(),
+            git_url: git_url.to_string(),
+            filepath: rel.to_string(),
+            language: canonical,
+            commit: commit.map(str::to_string),
+            whole_file,
+            chunks: self
+                .pending_chunks
+                .iter()
+                .filter(|c| c.file == file_index)
+                .count(),
+        });
+        if self.pending_chunks.len() >= EMBED_BATCH {
+            self.flush_pending(summary).await?;
+        }
+        Ok(())
+    }
+
+    /// Embeds and writes every pending file.
+    async fn flush_pending(&mut self, summary: &mut RepositorySummary) -> anyhow::Result<()> {
+        if self.pending_files.is_empty() {
+            return Ok(());
+        }
+        let chunks = std::mem::take(&mut self.pending_chunks);
+        let files = std::mem::take(&mut self.pending_files);
+        let embeddings: Vec<Option<Vec<f32>>> = match &self.embedding {
+            None => vec![None; chunks.len()],
+            Some(setup) => {
+                let mut out = Vec::with_capacity(chunks.len());
+                for batch in chunks.chunks(EMBED_BATCH) {
+                    let inputs: Vec<String> =
+                        batch.iter().map(|c| c.embedding_input.clone()).collect();
+                    match setup.model.embed(&inputs).await {
+                        Ok(vectors) if vectors.len() == inputs.len() => out.extend(
+                            vectors
+                                .into_iter()
+                                .map(|v| (v.len() == self.embedding_dim).then_some(v)),
+                        ),
+                        Ok(_) => {
+                            warn!("embedding backend returned the wrong number of vectors");
+                            out.extend(std::iter::repeat_n(None, inputs.len()));
+                        }
+                        Err(e) => {
+                            warn!("embedding failed for {} chunks: {e}", inputs.len());
+                            out.extend(std::iter::repeat_n(None, inputs.len()));
+                        }
+                    }
+                }
+                out
+            }
+        };
+        let schema = IndexSchema::instance();
+        let now = tantivy::DateTime::from_timestamp_secs(chrono::Utc::now().timestamp());
+        let mut failed = vec![0u64; files.len()];
+        let mut next_chunk_number = vec![0usize; files.len()];
+        for (pending, embedding) in chunks.iter().zip(embeddings) {
+            let file = &files[pending.file];
+            let n = next_chunk_number[pending.file];
+            next_chunk_number[pending.file] += 1;
+            let mut doc = TantivyDocument::new();
+            doc.add_text(schema.field_corpus, corpus::CODE);
+            doc.add_text(schema.field_source_id, &file.source_id);
+            doc.add_text(schema.field_id, &file.id);
+            doc.add_text(schema.field_chunk_id, format!("{}-{n}", file.id));
+            doc.add_date(schema.field_updated_at, now);
+            let mut attributes = json!({
+                fields::CHUNK_GIT_URL: file.git_url,
+                fields::CHUNK_FILEPATH: file.filepath,
+                fields::CHUNK_LANGUAGE: file.language,
+                fields::CHUNK_BODY: pending.chunk.body,
+            });
+            if !file.whole_file {
+                attributes[fields::CHUNK_START_LINE] = json!(pending.chunk.start_line);
+            }
+            doc.add_field_value(schema.field_chunk_attributes, &OwnedValue::from(attributes));
+            for token in tokenize_code(&pending.chunk.body) {
+                doc.add_text(schema.field_chunk_tokens, token);
+            }
+            match &embedding {
+                Some(vector) => {
+                    for token in binarize_embedding(vector) {
+                        doc.add_text(schema.field_chunk_embedding_tokens, token);
+                    }
+                    doc.add_bytes(
+                        schema.field_chunk_embedding_bits,
+                        &pack_embedding_bits(vector),
+                    );
+                    summary.chunks_embedded += 1;
+                }
+                None if self.embedding.is_some() => failed[pending.file] += 1,
+                None => {}
+            }
+            self.writer.add_document(doc)?;
+        }
+        for (i, file) in files.iter().enumerate() {
+            let mut doc = TantivyDocument::new();
+            doc.add_text(schema.field_corpus, corpus::CODE);
+            doc.add_text(schema.field_source_id, &file.source_id);
+            doc.add_text(schema.field_id, &file.id);
+            doc.add_date(schema.field_updated_at, now);
+            let attributes = match &file.commit {
+                Some(commit) => json!({"commit": commit}),
+                None => json!({}),
+            };
+            doc.add_field_value(schema.field_attributes, &OwnedValue::from(attributes));
+            if failed[i] > 0 {
+                doc.add_u64(schema.field_failed_chunks_count, failed[i]);
+                summary.chunks_failed += failed[i] as usize;
+            }
+            self.writer.add_document(doc)?;
+            debug_assert_eq!(next_chunk_number[i], file.chunks);
+        }
+        self.uncommitted_chunks += chunks.len();
+        if self.uncommitted_chunks >= COMMIT_EVERY_CHUNKS {
+            self.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Whether `id` has a committed document row with no failed chunks.
+    fn is_indexed(&self, id: &str) -> anyhow::Result<bool> {
+        let schema = IndexSchema::instance();
+        let searcher = self.reader.searcher();
+        let id_query = || -> Box<dyn tantivy::query::Query> {
+            Box::new(TermQuery::new(schema.id_term(id), IndexRecordOption::Basic))
+        };
+        if searcher.search(&id_query(), &Count)? == 0 {
+            return Ok(false);
+        }
+        let failed = BooleanQuery::new(vec![
+            (Occur::Must, id_query()),
+            (
+                Occur::Must,
+                Box::new(RangeQuery::new(
+                    std::ops::Bound::Included(Term::from_field_u64(
+                        schema.field_failed_chunks_count,
+                        1,
+                    )),
+                    std::ops::Bound::Unbounded,
+                )),
+            ),
+        ]);
+        Ok(searcher.search(&failed, &Count)? == 0)
+    }
+
+    /// Deletes the rows of `source_id` whose document id is not in `expected`.
+    fn remove_stale(
+        &mut self,
+        source_id: &str,
+        expected: &HashSet<String>,
+    ) -> anyhow::Result<usize> {
+        let schema = IndexSchema::instance();
+        self.reader.reload()?;
+        let searcher = self.reader.searcher();
+        let query = schema.source_query(corpus::CODE, source_id);
+        let mut stale = HashSet::new();
+        for address in searcher.search(&query, &DocSetCollector)? {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            if let Some(id) = doc.get_first(schema.field_id).and_then(|v| v.as_str()) {
+                if !expected.contains(id) {
+                    stale.insert(id.to_string());
+                }
+            }
+        }
+        for id in &stale {
+            self.writer.delete_term(schema.id_term(id));
+        }
+        Ok(stale.len())
+    }
+
+    /// Removes every code row whose source is not in `keep` (repositories dropped from the config).
+    pub fn remove_other_sources(&mut self, keep: &[String]) -> anyhow::Result<Vec<String>> {
+        let schema = IndexSchema::instance();
+        self.reader.reload()?;
+        let searcher = self.reader.searcher();
+        let mut present = BTreeMap::new();
+        for segment in searcher.segment_readers() {
+            let inverted = segment.inverted_index(schema.field_source_id)?;
+            let mut terms = inverted.terms().stream()?;
+            while terms.advance() {
+                if let Ok(source) = std::str::from_utf8(terms.key()) {
+                    present.insert(source.to_string(), ());
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for source in present.into_keys() {
+            if keep.contains(&source) {
+                continue;
+            }
+            let query = schema.source_query(corpus::CODE, &source);
+            if searcher.search(&query, &Count)? > 0 {
+                self.writer.delete_query(Box::new(query))?;
+                removed.push(source);
+            }
+        }
+        if !removed.is_empty() {
+            self.commit()?;
+        }
+        Ok(removed)
+    }
+
+    pub fn commit(&mut self) -> anyhow::Result<()> {
+        self.writer.commit()?;
+        self.reader.reload()?;
+        self.uncommitted_chunks = 0;
+        Ok(())
+    }
+}
+
+/// `{source_id}:::{"path":…,"language":…,"git_hash":…}` — content-addressed.
+pub fn document_id(source_id: &str, abs_path: &Path, language: &str, git_hash: &str) -> String {
+    let file = json!({
+        "path": abs_path.to_string_lossy(),
+        "language": language,
+        "git_hash": git_hash,
+    });
+    format!("{source_id}:::{file}")
+}
+
+fn clip_front(text: &str, max_bytes: usize) -> String {
+    if max_bytes == 0 || text.len() <= max_bytes {
+        return text.to_string();
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+async fn probe_dimension(model: &dyn Embedding) -> anyhow::Result<usize> {
+    let vectors = model
+        .embed(&["tabby embedding dimension probe".to_string()])
+        .await
+        .context("the embedding model is not reachable")?;
+    match vectors.first() {
+        Some(v) if !v.is_empty() => Ok(v.len()),
+        _ => anyhow::bail!("the embedding model returned no vector"),
+    }
+}

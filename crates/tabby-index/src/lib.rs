@@ -1,0 +1,12 @@
+//! Repository indexing: sync repositories, chunk their files with tree-sitter, and write one
+//! Tantivy index whose chunk rows carry BM25 tokens and binarized embedding tokens.
+
+pub mod code;
+mod git;
+mod hash_embedding;
+pub mod meta;
+mod summary;
+
+pub use code::{CodeIndexer, EmbeddingSetup, RepositoryToIndex, document_id};
+pub use hash_embedding::HashEmbedding;
+pub use summary::{IndexProgress, NoProgress, RepositorySummary};

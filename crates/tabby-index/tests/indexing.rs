@@ -1,0 +1,341 @@
+//! Indexing real git repositories made in the test: chunks and start lines, skip reasons,
+//! incremental runs, garbage collection, refs, plain directories and settings changes.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::Arc,
+};
+
+use serde_json::Value;
+use tabby_common::{
+    index::{IndexSchema, corpus, stored_json},
+    languages::LanguageTable,
+};
+use tabby_index::{
+    CodeIndexer, EmbeddingSetup, HashEmbedding, NoProgress, RepositorySummary, RepositoryToIndex,
+};
+use tantivy::{Index, TantivyDocument, collector::DocSetCollector};
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let path = dir.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn commit_all(dir: &Path, message: &str) {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", message]);
+}
+
+const PYTHON: &str = "import os\n\n\ndef read_config(path):\n    with open(path) as f:\n        return f.read()\n\n\nclass Loader:\n    def load(self, name):\n        return read_config(os.path.join('conf', name))\n";
+const RUST: &str = "/// Adds two numbers.\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n\npub struct Point {\n    x: f32,\n}\n";
+
+fn make_repo() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("project");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    write(&repo, "src/config.py", PYTHON);
+    write(&repo, "src/lib.rs", RUST);
+    // Many functions, so the file is cut into several chunks.
+    let big: String = (0..60)
+        .map(|i| format!("def handler_{i}(request):\n    return respond(request, code={i})\n\n\n"))
+        .collect();
+    write(&repo, "src/handlers.py", &big);
+    write(
+        &repo,
+        "README.md",
+        "# Project\n\nA project that reads configs.\n",
+    );
+    write(&repo, "assets/logo.png", "\u{0}PNG binary");
+    write(&repo, "assets/data.bin", "no language");
+    write(&repo, "dist/app.min.js", &"var a=1;".repeat(100));
+    commit_all(&repo, "initial");
+    (tmp, repo)
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    index_dir: PathBuf,
+    repos_dir: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let (tmp, repo) = make_repo();
+        let index_dir = tmp.path().join("index");
+        let repos_dir = tmp.path().join("repositories");
+        Self {
+            _tmp: tmp,
+            repo,
+            index_dir,
+            repos_dir,
+        }
+    }
+
+    fn source(&self, refs: &[&str]) -> RepositoryToIndex {
+        RepositoryToIndex {
+            source_id: "config:test".into(),
+            git_url: format!("file://{}", self.repo.display()),
+            refs: refs.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    async fn index_with(&self, dim: usize, repo: &RepositoryToIndex) -> RepositorySummary {
+        let embedding = HashEmbedding::new(dim);
+        let setup = EmbeddingSetup {
+            model_id: embedding.model_id(),
+            model: Arc::new(embedding),
+            max_input_bytes: 5120,
+        };
+        let mut indexer = CodeIndexer::open(&self.index_dir, Some(setup), LanguageTable::builtin())
+            .await
+            .unwrap();
+        indexer
+            .index_repository(repo, &self.repos_dir, &NoProgress)
+            .await
+            .unwrap()
+    }
+
+    async fn index(&self) -> RepositorySummary {
+        self.index_with(32, &self.source(&[])).await
+    }
+
+    /// Chunk rows as (filepath, start_line, body).
+    fn chunks(&self) -> Vec<(String, Option<u64>, String)> {
+        let index = Index::open_in_dir(&self.index_dir).unwrap();
+        let schema = IndexSchema::instance();
+        let searcher = index.reader().unwrap().searcher();
+        let query = tantivy::query::TermQuery::new(
+            schema.corpus_term(corpus::CODE),
+            tantivy::schema::IndexRecordOption::Basic,
+        );
+        let mut out = Vec::new();
+        for address in searcher.search(&query, &DocSetCollector).unwrap() {
+            let doc: TantivyDocument = searcher.doc(address).unwrap();
+            if doc.get_first(schema.field_chunk_id).is_none() {
+                continue;
+            }
+            let attrs: Value = stored_json(&doc, schema.field_chunk_attributes);
+            out.push((
+                attrs["chunk_filepath"].as_str().unwrap().to_string(),
+                attrs["chunk_start_line"].as_u64(),
+                attrs["chunk_body"].as_str().unwrap().to_string(),
+            ));
+        }
+        out.sort();
+        out
+    }
+}
+
+#[tokio::test]
+async fn first_run_indexes_code_and_counts_skips() {
+    let f = Fixture::new();
+    let summary = f.index().await;
+    assert_eq!(summary.files_seen, 7, "{summary}");
+    assert_eq!(summary.files_indexed, 4, "{summary}");
+    let skipped: Vec<String> = summary.skipped.keys().map(|r| format!("{r:?}")).collect();
+    assert_eq!(
+        skipped,
+        vec!["UnknownLanguage", "MaxLineTooLong"],
+        "{summary}"
+    );
+    assert_eq!(summary.skipped_total(), 3);
+    assert_eq!(summary.chunks_embedded, summary.chunks);
+
+    let chunks = f.chunks();
+    // Whole small files carry no start line; chunks of split files carry exact ones.
+    let config: Vec<_> = chunks.iter().filter(|c| c.0 == "src/config.py").collect();
+    assert_eq!(config.len(), 1);
+    assert_eq!(config[0].1, None);
+    assert!(config[0].2.contains("def read_config"));
+
+    let big_text = std::fs::read_to_string(f.repo.join("src/handlers.py")).unwrap();
+    let handlers: Vec<_> = chunks.iter().filter(|c| c.0 == "src/handlers.py").collect();
+    assert!(handlers.len() > 3);
+    for (_, start, body) in &handlers {
+        let line = start.expect("split file chunks have a start line") as usize;
+        let first = big_text.lines().nth(line - 1).unwrap();
+        assert!(
+            body.starts_with(first),
+            "line {line}: {first:?} vs {body:?}"
+        );
+        assert!(body.starts_with("def handler_"), "{body:?}");
+    }
+}
+
+#[tokio::test]
+async fn second_run_reembeds_nothing_and_an_edit_reembeds_only_its_file() {
+    let f = Fixture::new();
+    let first = f.index().await;
+    let again = f.index().await;
+    assert_eq!(again.chunks_embedded, 0, "{again}");
+    assert_eq!(again.files_indexed, 0);
+    assert_eq!(
+        again
+            .skipped
+            .get(&tabby_index::code::filter::SkipReason::Unchanged),
+        Some(&4)
+    );
+    assert_eq!(f.chunks().len(), first.chunks);
+
+    write(
+        &f.repo,
+        "src/config.py",
+        &PYTHON.replace("conf", "settings"),
+    );
+    commit_all(&f.repo, "edit");
+    let edit = f.index().await;
+    assert_eq!(edit.files_indexed, 1, "{edit}");
+    assert_eq!(edit.chunks_embedded, 1);
+    assert_eq!(edit.removed, 1, "the old version is garbage-collected");
+    let chunks = f.chunks();
+    assert_eq!(chunks.len(), first.chunks);
+    let body = &chunks.iter().find(|c| c.0 == "src/config.py").unwrap().2;
+    assert!(body.contains("settings") && !body.contains("'conf'"));
+}
+
+#[tokio::test]
+async fn deleted_files_are_removed_and_working_tree_is_not_read() {
+    let f = Fixture::new();
+    f.index().await;
+    git(&f.repo, &["rm", "-q", "src/lib.rs"]);
+    commit_all(&f.repo, "delete");
+    // An uncommitted edit in the working tree must not be indexed: HEAD's tree is.
+    write(&f.repo, "src/config.py", "def uncommitted():\n    pass\n");
+    let summary = f.index().await;
+    assert_eq!(summary.removed, 1, "{summary}");
+    let chunks = f.chunks();
+    assert!(chunks.iter().all(|c| c.0 != "src/lib.rs"));
+    assert!(chunks.iter().all(|c| !c.2.contains("uncommitted")));
+    // ...and the user's working tree is untouched.
+    assert_eq!(
+        std::fs::read_to_string(f.repo.join("src/config.py")).unwrap(),
+        "def uncommitted():\n    pass\n"
+    );
+}
+
+#[tokio::test]
+async fn configured_refs_are_indexed_without_checkout() {
+    let f = Fixture::new();
+    git(&f.repo, &["checkout", "-q", "-b", "feature"]);
+    write(
+        &f.repo,
+        "src/feature.rs",
+        "pub fn feature_flag() -> bool {\n    true\n}\n",
+    );
+    commit_all(&f.repo, "feature");
+    git(&f.repo, &["checkout", "-q", "main"]);
+    let summary = f.index_with(32, &f.source(&["main", "feature"])).await;
+    assert_eq!(summary.files_indexed, 5, "{summary}");
+    assert!(f.chunks().iter().any(|c| c.0 == "src/feature.rs"));
+    let head = String::from_utf8(
+        Command::new("git")
+            .arg("-C")
+            .arg(&f.repo)
+            .args(["branch", "--show-current"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(head.trim(), "main", "the user's checkout did not move");
+}
+
+#[tokio::test]
+async fn remote_repositories_are_mirrored_and_fetched() {
+    let f = Fixture::new();
+    // A path (not file://) is treated like a remote: cloned into repositories/.
+    let remote = RepositoryToIndex {
+        source_id: "config:remote".into(),
+        git_url: f.repo.display().to_string(),
+        refs: vec![],
+    };
+    let first = f.index_with(32, &remote).await;
+    assert_eq!(first.files_indexed, 4, "{first}");
+    assert_eq!(std::fs::read_dir(&f.repos_dir).unwrap().count(), 1);
+    write(&f.repo, "src/new.py", "def brand_new():\n    return 42\n");
+    commit_all(&f.repo, "new file");
+    let second = f.index_with(32, &remote).await;
+    assert_eq!(
+        second.files_indexed, 1,
+        "fetch brought the new commit: {second}"
+    );
+}
+
+#[tokio::test]
+async fn plain_directories_honour_gitignore() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plain");
+    write(&dir, "keep.py", PYTHON);
+    write(&dir, "build/generated.py", PYTHON);
+    write(&dir, ".gitignore", "build/\n");
+    let f = Fixture::new();
+    let repo = RepositoryToIndex {
+        source_id: "config:plain".into(),
+        git_url: format!("file://{}", dir.display()),
+        refs: vec![],
+    };
+    let summary = f.index_with(32, &repo).await;
+    assert_eq!(summary.files_indexed, 1, "{summary}");
+    assert!(f.chunks().iter().any(|c| c.0 == "keep.py"));
+}
+
+#[tokio::test]
+async fn embedding_change_rebuilds_the_code_corpus() {
+    let f = Fixture::new();
+    let first = f.index_with(32, &f.source(&[])).await;
+    let rebuilt = f.index_with(48, &f.source(&[])).await;
+    assert_eq!(
+        rebuilt.chunks_embedded, first.chunks,
+        "every chunk re-embedded: {rebuilt}"
+    );
+    assert_eq!(
+        f.chunks().len(),
+        first.chunks,
+        "no mix of old and new records"
+    );
+}
+
+#[tokio::test]
+async fn repositories_removed_from_config_leave_the_index() {
+    let f = Fixture::new();
+    f.index().await;
+    let embedding = HashEmbedding::new(32);
+    let setup = EmbeddingSetup {
+        model_id: embedding.model_id(),
+        model: Arc::new(embedding),
+        max_input_bytes: 5120,
+    };
+    let mut indexer = CodeIndexer::open(&f.index_dir, Some(setup), LanguageTable::builtin())
+        .await
+        .unwrap();
+    assert!(
+        indexer
+            .remove_other_sources(&["config:test".into()])
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        indexer.remove_other_sources(&[]).unwrap(),
+        vec!["config:test".to_string()]
+    );
+    drop(indexer);
+    assert!(f.chunks().is_empty());
+}
