@@ -1,6 +1,9 @@
 //! The tabby server as a library: the binary (`main.rs`) parses arguments and calls into here;
 //! benchmarks and tests build the same application in-process.
 
+pub mod cli;
+pub mod eval;
+pub mod indexing;
 pub mod routes;
 pub mod serve;
 pub mod services;

@@ -37,6 +37,77 @@ enum Command {
         #[arg(long)]
         no_webserver: bool,
     },
+    /// Index the configured [[repositories]] once (clone/fetch, chunk, embed), with progress and
+    /// a summary. `tabby serve` also does this in the background, at start and every hour.
+    Index {
+        /// Config file to use instead of $TABBY_ROOT/config.toml.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// Only this repository (its git_url or repository name).
+        #[arg(long, value_name = "GIT_URL_OR_NAME")]
+        repo: Option<String>,
+    },
+    /// Search the indexed repositories from the command line (the same service as
+    /// POST /v1beta/search).
+    Search {
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// Only this repository (git_url, repository name or source id).
+        #[arg(long)]
+        repo: Option<String>,
+        /// Only chunks of this language.
+        #[arg(long = "lang")]
+        language: Option<String>,
+        /// Print the hits as JSON.
+        #[arg(long)]
+        json: bool,
+        /// How many hits to print.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// What to search for.
+        query: String,
+    },
+    /// Measure retrieval quality: index a corpus into a temporary index, run labelled queries
+    /// through each search leg and print Recall@1/5/10, MRR@10 and nDCG@10 per kind and leg.
+    Eval {
+        /// Queries in the eval set's JSONL format (see shared/eval/README.md).
+        #[arg(long)]
+        queries: PathBuf,
+        /// The corpus directory (with corpus-full/ and corpus-nodocs/ when present).
+        #[arg(long)]
+        corpus: PathBuf,
+        /// Comma-separated legs to score.
+        #[arg(long, default_value = "bm25,embedding,rrf")]
+        legs: String,
+        /// Write results here (one file per leg: NAME.<leg>.jsonl when several legs).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Embedding model: `config` ([model.embedding]), `hash[:DIM]` (model-free feature
+        /// hashing, the fake used by tests), or `none`.
+        #[arg(long, default_value = "config")]
+        embedding: String,
+        /// How the search text is turned into query tokens and embedding input.
+        #[arg(long, value_enum, default_value = "upstream")]
+        strategy: QueryStrategyArg,
+        /// Apply the configured score thresholds (default: off, to rank every candidate).
+        #[arg(long)]
+        thresholds: bool,
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum QueryStrategyArg {
+    Upstream,
+}
+
+impl From<QueryStrategyArg> for tabby::services::code::QueryStrategy {
+    fn from(arg: QueryStrategyArg) -> Self {
+        match arg {
+            QueryStrategyArg::Upstream => Self::Upstream,
+        }
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -69,6 +140,37 @@ fn main() -> std::process::ExitCode {
                     config,
                     no_webserver,
                 })
+                .await
+            }
+            Command::Index { config, repo } => tabby::cli::index(config, repo).await,
+            Command::Search {
+                config,
+                repo,
+                language,
+                json,
+                limit,
+                query,
+            } => tabby::cli::search(config, repo, language, json, limit, query).await,
+            Command::Eval {
+                queries,
+                corpus,
+                legs,
+                out,
+                embedding,
+                strategy,
+                thresholds,
+                config,
+            } => {
+                tabby::cli::eval(
+                    config,
+                    queries,
+                    corpus,
+                    legs,
+                    out,
+                    embedding,
+                    strategy.into(),
+                    thresholds,
+                )
                 .await
             }
         }

@@ -16,8 +16,8 @@ use tracing::info;
 use crate::{
     routes::{self, ApiState, metrics::Metrics, openapi::ApiDoc},
     services::{
-        chat::ChatService, completion::CompletionService, event::FileEventLogger,
-        health::HealthState, model::load_models,
+        chat::ChatService, code::CodeSearchService, completion::CompletionService,
+        event::FileEventLogger, health::HealthState, model::load_models,
     },
 };
 
@@ -43,7 +43,7 @@ pub fn build_app(
     config: &Config,
     paths: &TabbyPaths,
     webserver: Option<bool>,
-    code_search: Option<Arc<dyn CodeSearch>>,
+    code_search: Option<Arc<CodeSearchService>>,
 ) -> anyhow::Result<App> {
     let logger = FileEventLogger::start(paths.events_dir());
     let shared_logger: Arc<dyn tabby_common::api::event::EventLogger> = Arc::new(logger.clone());
@@ -55,7 +55,7 @@ pub fn build_app(
             model,
             languages.clone(),
             config.completion.clone(),
-            code_search.clone(),
+            code_search.clone().map(|c| c as Arc<dyn CodeSearch>),
             shared_logger.clone(),
         ))
     });
@@ -81,6 +81,8 @@ pub fn build_app(
         models: ApiState::model_list(&config.model),
         repositories,
         completion_timeout: Duration::from_secs(config.server.completion_timeout),
+        code_search,
+        search_params: config.answer.code_search_params.clone(),
     });
 
     let metrics = Metrics::default();
@@ -112,7 +114,20 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .unwrap_or_else(|| paths.config_file());
     let config = Config::load(&config_path)?;
     let webserver = options.no_webserver.then_some(false);
-    let app = build_app(&config, &paths, webserver, None)?;
+    let embedding = crate::indexing::embedding_from_config(&config)?;
+    let code_search = (!config.repositories.is_empty()).then(|| {
+        Arc::new(CodeSearchService::new(
+            paths.index_dir(),
+            embedding.clone(),
+            Arc::new(config.language_table()),
+        ))
+    });
+    let app = build_app(&config, &paths, webserver, code_search)?;
+    let indexing = crate::indexing::spawn_background_indexing(
+        paths.clone(),
+        Arc::new(config.clone()),
+        embedding,
+    );
 
     let addr = format!("{}:{}", options.host, options.port);
     let listener = TcpListener::bind(&addr)
@@ -150,6 +165,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         result = server => result.context("server error")?,
         _ = grace => info!("closing connections still open after {SHUTDOWN_GRACE:?}"),
     }
+    indexing.abort();
     app.logger.flush().await;
     info!("event log flushed; bye");
     Ok(())

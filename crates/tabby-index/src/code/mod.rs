@@ -190,14 +190,18 @@ impl CodeIndexer {
         match source {
             RepositorySource::Git(dir) => {
                 let snapshots = git::snapshots(&dir, &repo.refs)?;
-                let git_repo = git2::Repository::open(&dir)?;
+                // git2 handles are not Sync; a mutex makes the borrow in `read` Send.
+                let git_repo = std::sync::Mutex::new(git2::Repository::open(&dir)?);
                 let total: usize = snapshots.iter().map(|s| s.files.len()).sum();
                 progress.start(&redacted, total);
                 for snapshot in &snapshots {
                     for file in &snapshot.files {
                         let abs = dir.join(&file.path);
                         let blob = file.blob;
-                        let read = || git::read_blob(&git_repo, blob, MAX_FILE_BYTES);
+                        let read = || {
+                            let repo = git_repo.lock().unwrap_or_else(|e| e.into_inner());
+                            git::read_blob(&repo, blob, MAX_FILE_BYTES)
+                        };
                         self.visit_file(
                             repo,
                             &git_url,

@@ -8,6 +8,7 @@ mod health;
 pub mod metrics;
 mod models;
 pub mod openapi;
+mod search;
 
 use std::{sync::Arc, time::Duration};
 
@@ -25,7 +26,9 @@ use tabby_common::{
 };
 use tower_http::cors::CorsLayer;
 
-use crate::services::{chat::ChatService, completion::CompletionService, health::HealthState};
+use crate::services::{
+    chat::ChatService, code::CodeSearchService, completion::CompletionService, health::HealthState,
+};
 
 /// Request bodies above this are refused with 413 (completions and events are small).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -41,6 +44,9 @@ pub struct ApiState {
     /// Repositories every request may search (community mode: all configured ones).
     pub repositories: AllowedCodeRepository,
     pub completion_timeout: Duration,
+    pub code_search: Option<Arc<CodeSearchService>>,
+    /// Defaults of `/v1beta/search` (the `[answer]` code search parameters).
+    pub search_params: tabby_common::config::CodeSearchParams,
 }
 
 impl ApiState {
@@ -54,6 +60,7 @@ pub fn api_router(state: Arc<ApiState>) -> Router {
     let small = Router::new()
         .route("/v1/completions", post(completions::completions))
         .route("/v1/events", post(events::events))
+        .route("/v1beta/search", post(search::search))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     let chat = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))

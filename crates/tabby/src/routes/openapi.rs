@@ -19,6 +19,7 @@ use crate::services::{completion, health};
         super::chat::chat_completions,
         super::models::models,
         super::models::server_setting,
+        super::search::search,
     ),
     components(schemas(
         completion::CompletionRequest,
@@ -36,6 +37,10 @@ use crate::services::{completion, health};
         health::ModelsHealth,
         health::ModelHealth,
         health::Version,
+        super::search::SearchRequest,
+        super::search::SearchParamsOverride,
+        super::search::SearchResponse,
+        super::search::SearchHit,
     )),
     modifiers(&SecurityAddon),
 )]

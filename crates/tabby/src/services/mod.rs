@@ -1,6 +1,7 @@
 //! Services: the product's behaviour, independent of HTTP.
 
 pub mod chat;
+pub mod code;
 pub mod completion;
 pub mod event;
 pub mod health;

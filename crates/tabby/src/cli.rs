@@ -1,0 +1,237 @@
+//! The one-shot commands: `tabby index`, `tabby search`, `tabby eval`.
+
+use std::{
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    time::Instant,
+};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use tabby_common::{config::Config, path::TabbyPaths};
+use tabby_index::{HashEmbedding, IndexProgress, RepositorySummary};
+
+use crate::{
+    eval::{self, EvalOptions, Leg},
+    indexing::{self, configured_repositories},
+    services::code::{CodeSearchEmbedding, CodeSearchService, QueryStrategy},
+};
+
+pub fn load_config(paths: &TabbyPaths, config: Option<PathBuf>) -> anyhow::Result<Config> {
+    let path = config.unwrap_or_else(|| paths.config_file());
+    Ok(Config::load(&path)?)
+}
+
+/// A terminal progress bar: files, chunks and MB/s.
+struct BarProgress {
+    bar: ProgressBar,
+    bytes: AtomicU64,
+    chunks: AtomicUsize,
+    started: std::sync::Mutex<Instant>,
+}
+
+impl BarProgress {
+    fn new() -> Self {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} files {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        Self {
+            bar,
+            bytes: AtomicU64::new(0),
+            chunks: AtomicUsize::new(0),
+            started: std::sync::Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl IndexProgress for BarProgress {
+    fn start(&self, repository: &str, files: usize) {
+        self.bar.reset();
+        self.bar.set_length(files as u64);
+        self.bar.set_prefix(repository.to_string());
+        self.bytes.store(0, Ordering::Relaxed);
+        self.chunks.store(0, Ordering::Relaxed);
+        *self.started.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn file(&self, bytes: u64, chunks: usize) {
+        let total = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        let chunks = self.chunks.fetch_add(chunks, Ordering::Relaxed) + chunks;
+        let secs = self
+            .started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+            .as_secs_f64()
+            .max(1e-3);
+        self.bar.inc(1);
+        self.bar.set_message(format!(
+            "{chunks} chunks, {:.2} MB/s",
+            total as f64 / 1e6 / secs
+        ));
+    }
+
+    fn finish(&self, _summary: &RepositorySummary) {
+        self.bar.finish_and_clear();
+    }
+}
+
+pub async fn index(config: Option<PathBuf>, repo: Option<String>) -> anyhow::Result<()> {
+    let paths = TabbyPaths::from_env();
+    let config = load_config(&paths, config)?;
+    if config.repositories.is_empty() {
+        anyhow::bail!("no [[repositories]] in the config: nothing to index");
+    }
+    let embedding = indexing::embedding_from_config(&config)?;
+    if embedding.is_none() {
+        eprintln!("note: no [model.embedding] configured: indexing BM25 tokens only");
+    }
+    let started = Instant::now();
+    let progress = BarProgress::new();
+    let summaries =
+        indexing::index_configured(&paths, &config, embedding, repo.as_deref(), &progress).await?;
+    for summary in &summaries {
+        print!("{summary}");
+    }
+    let files: usize = summaries.iter().map(|s| s.files_indexed).sum();
+    let chunks: usize = summaries.iter().map(|s| s.chunks).sum();
+    println!(
+        "done: {} repositories, {files} files, {chunks} chunks in {:.1} s",
+        summaries.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if summaries.len() < configured_repositories(&config).len() && repo.is_none() {
+        anyhow::bail!("some repositories failed to index (see the log above)");
+    }
+    Ok(())
+}
+
+pub async fn search(
+    config: Option<PathBuf>,
+    repo: Option<String>,
+    language: Option<String>,
+    json: bool,
+    limit: usize,
+    query: String,
+) -> anyhow::Result<()> {
+    let paths = TabbyPaths::from_env();
+    let config = load_config(&paths, config)?;
+    let embedding = indexing::embedding_from_config(&config)?;
+    let service = CodeSearchService::new(
+        paths.index_dir(),
+        embedding,
+        Arc::new(config.language_table()),
+    );
+    let repos = configured_repositories(&config);
+    let sources: Vec<String> = match &repo {
+        Some(wanted) => {
+            let allowed = tabby_common::api::code::AllowedCodeRepository {
+                list: repos
+                    .iter()
+                    .map(|r| tabby_common::api::code::CodeRepository {
+                        git_url: r.git_url.clone(),
+                        source_id: r.source_id.clone(),
+                    })
+                    .collect(),
+            };
+            let found = repos
+                .iter()
+                .find(|r| &r.git_url == wanted || &r.source_id == wanted)
+                .map(|r| r.source_id.clone())
+                .or_else(|| allowed.closest_match(wanted).map(|r| r.source_id.clone()))
+                .or_else(|| {
+                    repos
+                        .iter()
+                        .find(|r| {
+                            tabby_common::git_url::GitUrl::parse(&r.git_url)
+                                .is_some_and(|u| u.name() == wanted)
+                        })
+                        .map(|r| r.source_id.clone())
+                });
+            vec![found.with_context(|| format!("no configured repository matches {wanted:?}"))?]
+        }
+        None => repos.iter().map(|r| r.source_id.clone()).collect(),
+    };
+    let mut params = config.answer.code_search_params.clone();
+    params.num_to_return = limit;
+    let hits = service
+        .search_repositories(&query, &sources, language.as_deref(), None, &params)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} (run `tabby index` first)"))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&hits)?);
+        return Ok(());
+    }
+    if hits.is_empty() {
+        println!("no results");
+    }
+    for hit in hits {
+        let start = hit.doc.start_line.unwrap_or(1);
+        println!(
+            "{}:{}  [{}]  rrf={:.4} bm25={:.2} embedding={:.3}",
+            hit.doc.filepath,
+            start,
+            hit.doc.language,
+            hit.scores.rrf,
+            hit.scores.bm25,
+            hit.scores.embedding
+        );
+        for line in hit.doc.body.lines().take(8) {
+            println!("    {line}");
+        }
+        println!();
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub async fn eval(
+    config: Option<PathBuf>,
+    queries: PathBuf,
+    corpus: PathBuf,
+    legs: String,
+    out: Option<PathBuf>,
+    embedding: String,
+    strategy: QueryStrategy,
+    thresholds: bool,
+) -> anyhow::Result<()> {
+    let paths = TabbyPaths::from_env();
+    let config = load_config(&paths, config)?;
+    let embedding = match embedding.as_str() {
+        "none" => None,
+        "config" => indexing::embedding_from_config(&config)?,
+        spec if spec.starts_with("hash") || spec.starts_with("fake") => {
+            let dim = spec
+                .split_once(':')
+                .map(|(_, d)| d.parse::<usize>())
+                .transpose()
+                .context("--embedding hash:DIM needs a number")?
+                .unwrap_or(384);
+            let model = HashEmbedding::new(dim);
+            Some(CodeSearchEmbedding {
+                model_id: model.model_id(),
+                model: Arc::new(model),
+            })
+        }
+        other => {
+            anyhow::bail!("unknown --embedding {other:?}: expected none, hash[:DIM] or config")
+        }
+    };
+    eval::run(EvalOptions {
+        queries,
+        corpus,
+        legs: Leg::parse_list(&legs)?,
+        out,
+        embedding,
+        strategy,
+        thresholds,
+        config,
+    })
+    .await
+}

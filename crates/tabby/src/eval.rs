@@ -1,0 +1,420 @@
+//! `tabby eval`: index a corpus into a temporary index, run labelled queries through each search
+//! leg (bm25, embedding, rrf), write results in the eval set's format and print Recall@1/5/10,
+//! MRR@10 and nDCG@10 per kind and per leg, plus query latency.
+//!
+//! Scoring follows `shared/eval/score.py`: a result hits a relevant range when the path is the
+//! same and the line ranges overlap; only the top 10 count; nDCG credits each relevant range once.
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use serde_json::json;
+use tabby_common::{
+    api::code::CodeSearchQuery,
+    config::{CodeSearchParams, Config},
+    languages::LanguageTable,
+};
+use tabby_index::{CodeIndexer, EmbeddingSetup, NoProgress, RepositoryToIndex};
+
+use crate::services::code::{
+    CodeSearchEmbedding, CodeSearchService, QueryStrategy, finish, rrf_merge,
+};
+
+const K: usize = 10;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Leg {
+    Bm25,
+    Embedding,
+    Rrf,
+}
+
+impl Leg {
+    pub fn parse_list(list: &str) -> anyhow::Result<Vec<Leg>> {
+        list.split(',')
+            .map(|s| match s.trim() {
+                "bm25" => Ok(Leg::Bm25),
+                "embedding" => Ok(Leg::Embedding),
+                "rrf" => Ok(Leg::Rrf),
+                other => bail!("unknown leg {other:?}: expected bm25, embedding or rrf"),
+            })
+            .collect()
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Leg::Bm25 => "bm25",
+            Leg::Embedding => "embedding",
+            Leg::Rrf => "rrf",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct Range {
+    filepath: String,
+    start_line: usize,
+    end_line: usize,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct EvalQuery {
+    id: String,
+    kind: String,
+    #[serde(default)]
+    language: Option<String>,
+    query: String,
+    #[serde(default)]
+    filepath: Option<String>,
+    relevant: Vec<Range>,
+    #[serde(default)]
+    corpus: Option<String>,
+}
+
+pub struct EvalOptions {
+    pub queries: PathBuf,
+    pub corpus: PathBuf,
+    pub legs: Vec<Leg>,
+    pub out: Option<PathBuf>,
+    pub embedding: Option<CodeSearchEmbedding>,
+    pub strategy: QueryStrategy,
+    /// Apply the configured thresholds (completion params for completion queries, answer params
+    /// for nl queries) instead of switching them off.
+    pub thresholds: bool,
+    pub config: Config,
+}
+
+fn read_queries(path: &Path) -> anyhow::Result<Vec<EvalQuery>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{}:{}: not a query", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// Sources to index: `corpus-full/` and `corpus-nodocs/` when present, else the directory itself.
+fn corpus_sources(dir: &Path) -> anyhow::Result<BTreeMap<String, PathBuf>> {
+    if !dir.is_dir() {
+        bail!("corpus {} is not a directory", dir.display());
+    }
+    let mut sources = BTreeMap::new();
+    for name in ["full", "nodocs"] {
+        let sub = dir.join(format!("corpus-{name}"));
+        if sub.is_dir() {
+            sources.insert(name.to_string(), sub);
+        }
+    }
+    if sources.is_empty() {
+        sources.insert("corpus".to_string(), dir.to_path_buf());
+    }
+    Ok(sources)
+}
+
+#[derive(Default, Clone)]
+struct Metrics {
+    recall: [f64; 3],
+    mrr: f64,
+    ndcg: f64,
+    n: usize,
+}
+
+fn score(query: &EvalQuery, results: &[Range]) -> Metrics {
+    let mut hit_at: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut credited = std::collections::HashSet::new();
+    let mut first = None;
+    let mut dcg = 0.0;
+    for (i, result) in results.iter().take(K).enumerate() {
+        let rank = i + 1;
+        let hits: Vec<usize> = query
+            .relevant
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                r.filepath == result.filepath
+                    && result.start_line <= r.end_line
+                    && r.start_line <= result.end_line
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if hits.is_empty() {
+            continue;
+        }
+        first.get_or_insert(rank);
+        for &h in &hits {
+            hit_at.entry(h).or_insert(rank);
+        }
+        if let Some(&new) = hits.iter().find(|h| !credited.contains(*h)) {
+            credited.insert(new);
+            dcg += 1.0 / ((rank + 1) as f64).log2();
+        }
+    }
+    let n_rel = query.relevant.len().max(1);
+    let idcg: f64 = (1..=query.relevant.len().min(K))
+        .map(|r| 1.0 / ((r + 1) as f64).log2())
+        .sum();
+    let recall = |k: usize| hit_at.values().filter(|&&r| r <= k).count() as f64 / n_rel as f64;
+    Metrics {
+        recall: [recall(1), recall(5), recall(10)],
+        mrr: first.map_or(0.0, |r| 1.0 / r as f64),
+        ndcg: if idcg > 0.0 { dcg / idcg } else { 0.0 },
+        n: 1,
+    }
+}
+
+fn add(total: &mut Metrics, m: &Metrics) {
+    for i in 0..3 {
+        total.recall[i] += m.recall[i];
+    }
+    total.mrr += m.mrr;
+    total.ndcg += m.ndcg;
+    total.n += m.n;
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
+    let queries = read_queries(&options.queries)?;
+    let sources = corpus_sources(&options.corpus)?;
+    let tmp = tempfile::tempdir().context("cannot create a temporary index directory")?;
+    let index_dir = tmp.path().join("index");
+    let languages = LanguageTable::builtin();
+
+    let started = Instant::now();
+    let setup = options.embedding.clone().map(|e| EmbeddingSetup {
+        model: e.model,
+        model_id: e.model_id,
+        max_input_bytes: options.config.embedding.max_input_length,
+    });
+    {
+        let mut indexer = CodeIndexer::open(&index_dir, setup, languages.clone()).await?;
+        for (name, dir) in &sources {
+            let repo = RepositoryToIndex {
+                source_id: format!("eval:{name}"),
+                git_url: format!("file://{}", dir.canonicalize()?.display()),
+                refs: vec![],
+            };
+            let summary = indexer
+                .index_repository(&repo, &tmp.path().join("repositories"), &NoProgress)
+                .await?;
+            eprint!("{summary}");
+        }
+    }
+    eprintln!("indexed in {:.1} s", started.elapsed().as_secs_f64());
+
+    let mut service =
+        CodeSearchService::new(index_dir, options.embedding.clone(), Arc::new(languages));
+    service.query_strategy = options.strategy;
+
+    let mut results: BTreeMap<Leg, Vec<(String, Vec<Range>)>> = BTreeMap::new();
+    let mut totals: BTreeMap<(Leg, String), Metrics> = BTreeMap::new();
+    let mut latencies = Vec::new();
+    for query in &queries {
+        let source = match query.corpus.as_deref() {
+            Some(c) if sources.contains_key(c) => c.to_string(),
+            _ => sources.keys().next().cloned().unwrap_or_default(),
+        };
+        let is_completion = query.kind == "completion";
+        let search_query = CodeSearchQuery {
+            filepath: if is_completion {
+                query.filepath.clone()
+            } else {
+                None
+            },
+            language: query.language.clone(),
+            content: query.query.clone(),
+            source_id: format!("eval:{source}"),
+        };
+        let mut params = if options.thresholds {
+            if is_completion {
+                options.config.completion.code_search_params.clone()
+            } else {
+                options.config.answer.code_search_params.clone()
+            }
+        } else {
+            CodeSearchParams {
+                min_embedding_score: f32::NEG_INFINITY,
+                min_bm25_score: f32::NEG_INFINITY,
+                min_rrf_score: f32::NEG_INFINITY,
+                num_to_return: K,
+                num_to_score: 40,
+            }
+        };
+        params.num_to_return = K;
+        let t = Instant::now();
+        let legs = service
+            .search_legs(&search_query, params.num_to_score)
+            .await?;
+        let fused = rrf_merge(&legs.bm25, &legs.embedding);
+        let rrf_hits = finish(&legs.searcher, fused, &params, legs.has_embedding);
+        latencies.push(t.elapsed());
+
+        for leg in &options.legs {
+            let ranges: Vec<Range> = match leg {
+                Leg::Rrf => rrf_hits.iter().map(|h| to_range(&h.doc)).collect(),
+                Leg::Bm25 | Leg::Embedding => {
+                    let hits = if *leg == Leg::Bm25 {
+                        &legs.bm25
+                    } else {
+                        &legs.embedding
+                    };
+                    hits.iter()
+                        .take(K)
+                        .filter_map(|(_, a)| CodeSearchService::document(&legs.searcher, *a))
+                        .map(|d| to_range(&d))
+                        .collect()
+                }
+            };
+            let m = score(query, &ranges);
+            add(totals.entry((*leg, query.kind.clone())).or_default(), &m);
+            add(totals.entry((*leg, "all".into())).or_default(), &m);
+            results
+                .entry(*leg)
+                .or_default()
+                .push((query.id.clone(), ranges));
+        }
+    }
+
+    if let Some(out) = &options.out {
+        for (leg, rows) in &results {
+            let path = if options.legs.len() == 1 {
+                out.clone()
+            } else {
+                let stem = out
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("results");
+                out.with_file_name(format!("{stem}.{}.jsonl", leg.name()))
+            };
+            let mut file = std::io::BufWriter::new(
+                std::fs::File::create(&path)
+                    .with_context(|| format!("cannot write {}", path.display()))?,
+            );
+            for (id, ranges) in rows {
+                let results: Vec<_> = ranges
+                    .iter()
+                    .map(|r| json!({"filepath": r.filepath, "start_line": r.start_line, "end_line": r.end_line}))
+                    .collect();
+                writeln!(file, "{}", json!({"id": id, "results": results}))?;
+            }
+            eprintln!("wrote {}", path.display());
+        }
+    }
+
+    println!(
+        "embedding: {}   query strategy: {:?}   thresholds: {}",
+        options
+            .embedding
+            .as_ref()
+            .map_or("none", |e| e.model_id.as_str()),
+        options.strategy,
+        if options.thresholds {
+            "configured"
+        } else {
+            "off"
+        }
+    );
+    println!("| leg | kind | n | R@1 | R@5 | R@10 | MRR@10 | nDCG@10 |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for ((leg, kind), m) in &totals {
+        let n = m.n.max(1) as f64;
+        println!(
+            "| {} | {kind} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            leg.name(),
+            m.n,
+            m.recall[0] / n,
+            m.recall[1] / n,
+            m.recall[2] / n,
+            m.mrr / n,
+            m.ndcg / n
+        );
+    }
+    latencies.sort();
+    println!(
+        "query latency (both legs + fusion, incl. query embedding): p50 {:.2} ms, p99 {:.2} ms over {} queries",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies.len()
+    );
+    Ok(())
+}
+
+fn to_range(doc: &tabby_common::api::code::CodeSearchDocument) -> Range {
+    let start = doc.start_line.unwrap_or(1);
+    Range {
+        filepath: doc.filepath.clone(),
+        start_line: start,
+        end_line: start + doc.body.lines().count().max(1) - 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(relevant: &[(&str, usize, usize)]) -> EvalQuery {
+        EvalQuery {
+            id: "q".into(),
+            kind: "nl".into(),
+            language: None,
+            query: String::new(),
+            filepath: None,
+            relevant: relevant
+                .iter()
+                .map(|(f, s, e)| Range {
+                    filepath: f.to_string(),
+                    start_line: *s,
+                    end_line: *e,
+                })
+                .collect(),
+            corpus: None,
+        }
+    }
+
+    fn r(f: &str, s: usize, e: usize) -> Range {
+        Range {
+            filepath: f.into(),
+            start_line: s,
+            end_line: e,
+        }
+    }
+
+    #[test]
+    fn scoring_matches_the_reference_definitions() {
+        let query = q(&[("a.py", 10, 20), ("b.py", 1, 5)]);
+        let m = score(
+            &query,
+            &[
+                r("c.py", 1, 100),
+                r("a.py", 15, 30),
+                r("a.py", 18, 19),
+                r("b.py", 5, 9),
+            ],
+        );
+        assert_eq!(m.recall, [0.0, 1.0, 1.0]);
+        assert!((m.mrr - 0.5).abs() < 1e-9);
+        // Gains at ranks 2 and 4 (rank 3 hits an already credited range).
+        let dcg = 1.0 / 3f64.log2() + 1.0 / 5f64.log2();
+        let idcg = 1.0 + 1.0 / 3f64.log2();
+        assert!((m.ndcg - dcg / idcg).abs() < 1e-9);
+        let none = score(&query, &[r("a.py", 21, 30)]);
+        assert_eq!(none.mrr, 0.0);
+    }
+}

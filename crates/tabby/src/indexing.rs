@@ -1,0 +1,147 @@
+//! Running the indexer for the configured repositories: once from `tabby index`, or in the
+//! background of `tabby serve` (at start and every hour) while requests are served.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context;
+use tabby_common::{
+    config::{Config, ModelConfig, config_index_to_source_id},
+    git_url::{GitUrl, redact_credentials},
+    path::TabbyPaths,
+};
+use tabby_index::{
+    CodeIndexer, EmbeddingSetup, IndexProgress, RepositorySummary, RepositoryToIndex,
+};
+use tracing::{info, warn};
+
+use crate::services::code::CodeSearchEmbedding;
+
+const REINDEX_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// The configured repositories with their source ids.
+pub fn configured_repositories(config: &Config) -> Vec<RepositoryToIndex> {
+    config
+        .repositories
+        .iter()
+        .enumerate()
+        .map(|(i, repo)| RepositoryToIndex {
+            source_id: config_index_to_source_id(i),
+            git_url: repo.git_url.clone(),
+            refs: repo.refs.clone(),
+        })
+        .collect()
+}
+
+/// The embedding model for indexing and search, from `[model.embedding]`. `None` indexes BM25
+/// tokens only (the embedding leg of search is then empty).
+pub fn embedding_from_config(config: &Config) -> anyhow::Result<Option<CodeSearchEmbedding>> {
+    match &config.model.embedding {
+        None => Ok(None),
+        Some(ModelConfig::Http(http)) => {
+            let model = http_api_bindings::create_embedding(http)
+                .map_err(|e| anyhow::anyhow!("[model.embedding.http]: {e}"))?;
+            let model_id = format!(
+                "{}:{}@{}",
+                http.kind,
+                http.model_name.as_deref().unwrap_or(""),
+                http.api_endpoint.as_deref().unwrap_or("")
+            );
+            Ok(Some(CodeSearchEmbedding { model, model_id }))
+        }
+        Some(ModelConfig::Local(local)) => anyhow::bail!(
+            "[model.embedding.local] model_id = {:?}: the embedded model runtime is not available in this build yet; configure [model.embedding.http]",
+            local.model_id
+        ),
+    }
+}
+
+/// Whether `repo` is the one a user named on the command line (by URL or repository name).
+fn matches(repo: &RepositoryToIndex, wanted: &str) -> bool {
+    let name = |url: &str| GitUrl::parse(url).map(|u| u.name().to_string());
+    repo.git_url == wanted
+        || redact_credentials(&repo.git_url) == wanted
+        || name(&repo.git_url).is_some_and(|n| n == wanted || Some(n.clone()) == name(wanted))
+}
+
+/// Indexes the configured repositories (or only `only`), and drops repositories that are no
+/// longer configured (when indexing all of them).
+pub async fn index_configured(
+    paths: &TabbyPaths,
+    config: &Config,
+    embedding: Option<CodeSearchEmbedding>,
+    only: Option<&str>,
+    progress: &dyn IndexProgress,
+) -> anyhow::Result<Vec<RepositorySummary>> {
+    let all = configured_repositories(config);
+    let selected: Vec<_> = match only {
+        Some(wanted) => {
+            let selected: Vec<_> = all.iter().filter(|r| matches(r, wanted)).cloned().collect();
+            if selected.is_empty() {
+                let known: Vec<String> =
+                    all.iter().map(|r| redact_credentials(&r.git_url)).collect();
+                anyhow::bail!("no configured repository matches {wanted:?}; configured: {known:?}");
+            }
+            selected
+        }
+        None => all.clone(),
+    };
+    let setup = embedding.map(|e| EmbeddingSetup {
+        model: e.model,
+        model_id: e.model_id,
+        max_input_bytes: config.embedding.max_input_length,
+    });
+    let mut indexer = CodeIndexer::open(&paths.index_dir(), setup, config.language_table())
+        .await
+        .context("cannot open the index")?;
+    let mut summaries = Vec::new();
+    for repo in &selected {
+        match indexer
+            .index_repository(repo, &paths.repositories_dir(), progress)
+            .await
+        {
+            Ok(summary) => summaries.push(summary),
+            Err(e) => warn!(
+                "indexing {} failed: {e:#}",
+                redact_credentials(&repo.git_url)
+            ),
+        }
+    }
+    if only.is_none() {
+        let keep: Vec<String> = all.iter().map(|r| r.source_id.clone()).collect();
+        for removed in indexer.remove_other_sources(&keep)? {
+            info!("removed {removed} from the index: no longer configured");
+        }
+    }
+    Ok(summaries)
+}
+
+struct LogProgress;
+impl IndexProgress for LogProgress {
+    fn start(&self, repository: &str, files: usize) {
+        info!("indexing {repository}: {files} files");
+    }
+    fn finish(&self, summary: &RepositorySummary) {
+        info!("{}", summary.to_string().trim_end());
+    }
+}
+
+/// Indexes at start and then every hour, in the background.
+pub fn spawn_background_indexing(
+    paths: TabbyPaths,
+    config: Arc<Config>,
+    embedding: Option<CodeSearchEmbedding>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if config.repositories.is_empty() {
+            return;
+        }
+        loop {
+            if let Err(e) =
+                index_configured(&paths, &config, embedding.clone(), None, &LogProgress).await
+            {
+                warn!("background indexing failed: {e:#}");
+            }
+            tokio::time::sleep(REINDEX_INTERVAL).await;
+        }
+    })
+}

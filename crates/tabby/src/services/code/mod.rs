@@ -1,0 +1,404 @@
+//! Hybrid code search over the code corpus: a BM25 leg on code tokens and an embedding leg on
+//! binarized embeddings, both under the same zero-scored filters, fused with Reciprocal Rank
+//! Fusion, capped at two hits per file and thresholded.
+
+mod hamming;
+pub mod query;
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tabby_common::{
+    api::code::{
+        CodeSearch, CodeSearchDocument, CodeSearchError, CodeSearchHit, CodeSearchQuery,
+        CodeSearchScores,
+    },
+    config::CodeSearchParams,
+    index::{
+        IndexSchema,
+        code::{code_search_filter, fields, filtered},
+        stored_json,
+    },
+    languages::LanguageTable,
+};
+use tabby_index::meta::{self, CodeCorpusMeta};
+use tabby_inference::Embedding;
+use tantivy::{
+    DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument,
+    collector::TopDocs,
+    query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery},
+    schema::{IndexRecordOption, Value},
+};
+
+use self::hamming::{BitsCache, HammingCollector, pack_words, sort_hits};
+pub use self::query::QueryStrategy;
+
+/// RRF constant: each list contributes 1 / (RRF_K + rank), ranks from 1.
+const RRF_K: f32 = 60.0;
+const MAX_HITS_PER_FILE: usize = 2;
+
+/// How the embedding leg is computed; both rank identically.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbeddingLeg {
+    /// A popcount scan of packed sign bits (fast at 100k+ chunks).
+    #[default]
+    Bits,
+    /// Upstream's form: a union of binarized tokens, each worth 1/D.
+    Tokens,
+}
+
+#[derive(Clone)]
+pub struct CodeSearchEmbedding {
+    pub model: Arc<dyn Embedding>,
+    pub model_id: String,
+}
+
+struct Loaded {
+    reader: IndexReader,
+    meta: CodeCorpusMeta,
+}
+
+/// One leg's ranked candidates (best first).
+pub type LegHits = Vec<(f32, DocAddress)>;
+
+pub struct CodeSearchService {
+    index_dir: PathBuf,
+    embedding: Option<CodeSearchEmbedding>,
+    languages: Arc<LanguageTable>,
+    pub embedding_leg: EmbeddingLeg,
+    pub query_strategy: QueryStrategy,
+    loaded: Mutex<Option<Arc<Loaded>>>,
+    bits: Arc<BitsCache>,
+}
+
+/// The legs of one search, before fusion (for `tabby eval`).
+pub struct SearchLegs {
+    pub searcher: Searcher,
+    pub bm25: LegHits,
+    pub embedding: LegHits,
+    /// Whether the embedding leg ran (an embedding model matching the index exists).
+    pub has_embedding: bool,
+}
+
+impl CodeSearchService {
+    pub fn new(
+        index_dir: PathBuf,
+        embedding: Option<CodeSearchEmbedding>,
+        languages: Arc<LanguageTable>,
+    ) -> Self {
+        Self {
+            index_dir,
+            embedding,
+            languages,
+            embedding_leg: EmbeddingLeg::default(),
+            query_strategy: QueryStrategy::default(),
+            loaded: Mutex::new(None),
+            bits: Arc::new(BitsCache::default()),
+        }
+    }
+
+    /// Opens the index on first use; until it exists (and has a code corpus) search is NotReady.
+    fn loaded(&self) -> Result<Arc<Loaded>, CodeSearchError> {
+        let mut slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(loaded) = slot.as_ref() {
+            // The indexer may have rebuilt the corpus with other settings since.
+            match meta::read_meta(&self.index_dir).and_then(|m| m.code) {
+                Some(meta) if meta == loaded.meta => return Ok(loaded.clone()),
+                _ => *slot = None,
+            }
+        }
+        let meta = meta::read_meta(&self.index_dir)
+            .and_then(|m| m.code)
+            .ok_or(CodeSearchError::NotReady)?;
+        let index = Index::open_in_dir(&self.index_dir).map_err(|_| CodeSearchError::NotReady)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::OnCommitWithDelay)
+            .try_into()
+            .map_err(|e: tantivy::TantivyError| CodeSearchError::Other(e.into()))?;
+        let loaded = Arc::new(Loaded { reader, meta });
+        *slot = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Runs both legs (each returns up to `num_to_score` candidates).
+    pub async fn search_legs(
+        &self,
+        query: &CodeSearchQuery,
+        num_to_score: usize,
+    ) -> Result<SearchLegs, CodeSearchError> {
+        let loaded = self.loaded()?;
+        let searcher = loaded.reader.searcher();
+        let language = query
+            .language
+            .as_deref()
+            .map(|l| self.languages.get(l).canonical_name().to_string())
+            .filter(|l| l != "unknown");
+        let filters = || {
+            code_search_filter(
+                &query.source_id,
+                language.as_deref(),
+                query.filepath.as_deref(),
+            )
+        };
+        let bm25_tokens = self.query_strategy.bm25_tokens(&query.content);
+        let bm25 = bm25_leg(&searcher, &bm25_tokens, filters(), num_to_score)?;
+
+        let mut embedding_hits = Vec::new();
+        let mut has_embedding = false;
+        if let Some(embedding) = self
+            .embedding
+            .as_ref()
+            .filter(|e| e.model_id == loaded.meta.embedding_model && loaded.meta.embedding_dim > 0)
+        {
+            let text = self.query_strategy.embedding_text(&query.content);
+            let vector = embedding
+                .model
+                .embed(&[text])
+                .await
+                .map_err(|e| CodeSearchError::Other(e.into()))?
+                .into_iter()
+                .next()
+                .filter(|v| v.len() == loaded.meta.embedding_dim)
+                .ok_or_else(|| {
+                    CodeSearchError::Other(anyhow::anyhow!(
+                        "query embedding does not have the index's dimension"
+                    ))
+                })?;
+            has_embedding = true;
+            embedding_hits = match self.embedding_leg {
+                EmbeddingLeg::Bits => {
+                    self.bits.retain(
+                        &searcher
+                            .segment_readers()
+                            .iter()
+                            .map(|s| s.segment_id())
+                            .collect::<Vec<_>>(),
+                    );
+                    let collector = HammingCollector {
+                        query: Arc::new(pack_words(&vector)),
+                        dim: vector.len(),
+                        limit: num_to_score,
+                        cache: self.bits.clone(),
+                    };
+                    let filter = BooleanQuery::new(filters());
+                    searcher
+                        .search(&filter, &collector)
+                        .map_err(|e| CodeSearchError::Other(e.into()))?
+                }
+                EmbeddingLeg::Tokens => {
+                    token_embedding_leg(&searcher, &vector, filters(), num_to_score)?
+                }
+            };
+        }
+        Ok(SearchLegs {
+            searcher,
+            bm25,
+            embedding: embedding_hits,
+            has_embedding,
+        })
+    }
+
+    /// Reads a hit's stored chunk.
+    pub fn document(searcher: &Searcher, address: DocAddress) -> Option<CodeSearchDocument> {
+        let schema = IndexSchema::instance();
+        let doc: TantivyDocument = searcher.doc(address).ok()?;
+        let attributes = stored_json(&doc, schema.field_chunk_attributes);
+        let text = |key: &str| attributes[key].as_str().map(str::to_string);
+        Some(CodeSearchDocument {
+            file_id: doc.get_first(schema.field_id)?.as_str()?.to_string(),
+            chunk_id: doc.get_first(schema.field_chunk_id)?.as_str()?.to_string(),
+            body: text(fields::CHUNK_BODY)?,
+            filepath: text(fields::CHUNK_FILEPATH)?,
+            git_url: text(fields::CHUNK_GIT_URL).unwrap_or_default(),
+            commit: None,
+            language: text(fields::CHUNK_LANGUAGE).unwrap_or_default(),
+            start_line: attributes[fields::CHUNK_START_LINE]
+                .as_u64()
+                .map(|l| l as usize),
+        })
+    }
+}
+
+fn bm25_leg(
+    searcher: &Searcher,
+    tokens: &[String],
+    filters: Vec<(Occur, Box<dyn Query>)>,
+    limit: usize,
+) -> Result<LegHits, CodeSearchError> {
+    if tokens.is_empty() || limit == 0 {
+        return Ok(vec![]);
+    }
+    let schema = IndexSchema::instance();
+    let terms: Vec<(Occur, Box<dyn Query>)> = tokens
+        .iter()
+        .map(|t| {
+            let term = tantivy::Term::from_field_text(schema.field_chunk_tokens, t);
+            (
+                Occur::Should,
+                Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>,
+            )
+        })
+        .collect();
+    let query = filtered(Box::new(BooleanQuery::new(terms)), filters);
+    let mut hits = searcher
+        .search(&query, &TopDocs::with_limit(limit).order_by_score())
+        .map_err(|e| CodeSearchError::Other(e.into()))?;
+    sort_hits(&mut hits);
+    Ok(hits)
+}
+
+fn token_embedding_leg(
+    searcher: &Searcher,
+    vector: &[f32],
+    filters: Vec<(Occur, Box<dyn Query>)>,
+    limit: usize,
+) -> Result<LegHits, CodeSearchError> {
+    let schema = IndexSchema::instance();
+    let weight = 1.0 / vector.len() as f32;
+    let terms: Vec<(Occur, Box<dyn Query>)> = tabby_common::index::code::binarize_embedding(vector)
+        .into_iter()
+        .map(|t| {
+            let term = tantivy::Term::from_field_text(schema.field_chunk_embedding_tokens, &t);
+            (
+                Occur::Should,
+                Box::new(ConstScoreQuery::new(
+                    Box::new(TermQuery::new(term, IndexRecordOption::Basic)),
+                    weight,
+                )) as Box<dyn Query>,
+            )
+        })
+        .collect();
+    let query = filtered(Box::new(BooleanQuery::new(terms)), filters);
+    let mut hits = searcher
+        .search(&query, &TopDocs::with_limit(limit).order_by_score())
+        .map_err(|e| CodeSearchError::Other(e.into()))?;
+    sort_hits(&mut hits);
+    Ok(hits)
+}
+
+/// One fused candidate.
+#[derive(Clone, Debug)]
+pub struct Fused {
+    pub address: DocAddress,
+    pub scores: CodeSearchScores,
+}
+
+/// Reciprocal Rank Fusion of the two legs, best first (ties by document address).
+pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
+    let mut merged: HashMap<DocAddress, CodeSearchScores> = HashMap::new();
+    for (rank, (score, address)) in bm25.iter().enumerate() {
+        let entry = merged.entry(*address).or_insert(CodeSearchScores {
+            rrf: 0.0,
+            bm25: 0.0,
+            embedding: 0.0,
+        });
+        entry.rrf += 1.0 / (RRF_K + rank as f32 + 1.0);
+        entry.bm25 = *score;
+    }
+    for (rank, (score, address)) in embedding.iter().enumerate() {
+        let entry = merged.entry(*address).or_insert(CodeSearchScores {
+            rrf: 0.0,
+            bm25: 0.0,
+            embedding: 0.0,
+        });
+        entry.rrf += 1.0 / (RRF_K + rank as f32 + 1.0);
+        entry.embedding = *score;
+    }
+    let mut fused: Vec<Fused> = merged
+        .into_iter()
+        .map(|(address, scores)| Fused { address, scores })
+        .collect();
+    fused.sort_by(|a, b| {
+        b.scores
+            .rrf
+            .total_cmp(&a.scores.rrf)
+            .then_with(|| a.address.cmp(&b.address))
+    });
+    fused
+}
+
+/// Strict thresholds (a negative threshold lets everything through). Without an embedding leg
+/// (no embedding model) the embedding threshold cannot apply and is skipped.
+pub fn passes(scores: &CodeSearchScores, params: &CodeSearchParams, has_embedding: bool) -> bool {
+    scores.bm25 > params.min_bm25_score
+        && (!has_embedding || scores.embedding > params.min_embedding_score)
+        && scores.rrf > params.min_rrf_score
+}
+
+/// Applies thresholds, reads the chunks, keeps at most two per file and `num_to_return`.
+pub fn finish(
+    searcher: &Searcher,
+    fused: Vec<Fused>,
+    params: &CodeSearchParams,
+    has_embedding: bool,
+) -> Vec<CodeSearchHit> {
+    let mut per_file: HashMap<String, usize> = HashMap::new();
+    let mut hits = Vec::new();
+    for candidate in fused
+        .into_iter()
+        .filter(|c| passes(&c.scores, params, has_embedding))
+    {
+        if hits.len() >= params.num_to_return {
+            break;
+        }
+        let Some(doc) = CodeSearchService::document(searcher, candidate.address) else {
+            continue;
+        };
+        let count = per_file.entry(doc.file_id.clone()).or_default();
+        if *count >= MAX_HITS_PER_FILE {
+            continue;
+        }
+        *count += 1;
+        hits.push(CodeSearchHit {
+            scores: candidate.scores,
+            doc,
+        });
+    }
+    hits
+}
+
+impl CodeSearchService {
+    /// Searches several repositories and merges their hits by RRF score.
+    pub async fn search_repositories(
+        &self,
+        content: &str,
+        source_ids: &[String],
+        language: Option<&str>,
+        filepath: Option<&str>,
+        params: &CodeSearchParams,
+    ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+        let mut all = Vec::new();
+        for source_id in source_ids {
+            let query = CodeSearchQuery {
+                filepath: filepath.map(str::to_string),
+                language: language.map(str::to_string),
+                content: content.to_string(),
+                source_id: source_id.clone(),
+            };
+            all.extend(self.search_in_language(query, params.clone()).await?);
+        }
+        all.sort_by(|a, b| b.scores.rrf.total_cmp(&a.scores.rrf));
+        all.truncate(params.num_to_return);
+        Ok(all)
+    }
+}
+
+#[async_trait]
+impl CodeSearch for CodeSearchService {
+    async fn search_in_language(
+        &self,
+        query: CodeSearchQuery,
+        params: CodeSearchParams,
+    ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+        let legs = self.search_legs(&query, params.num_to_score).await?;
+        let fused = rrf_merge(&legs.bm25, &legs.embedding);
+        Ok(finish(&legs.searcher, fused, &params, legs.has_embedding))
+    }
+}
