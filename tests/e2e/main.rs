@@ -2,9 +2,11 @@
 
 mod support;
 
+mod agent;
 mod chat;
 mod completions;
 mod config;
 mod errors;
 mod events;
 mod info_routes;
+mod rag;

@@ -402,3 +402,6 @@ impl CodeSearch for CodeSearchService {
         Ok(finish(&legs.searcher, fused, &params, legs.has_embedding))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+//! Retrieval-augmented completion end to end: a git repository in `[[repositories]]` is indexed
+//! by `tabby serve` in the background, then a completion for that repository's `git_url` gets
+//! the repository's code as commented snippets in the prompt the model receives.
+
+use std::{path::Path, process::Command, time::Duration};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+pub fn make_repo(root: &Path) -> std::path::PathBuf {
+    let repo = root.join("shop");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        repo.join("src/pricing.py"),
+        "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        repo.join("src/cart.py"),
+        "from pricing import compute_discounted_price\n\n\ndef cart_total(items):\n    return sum(item.price for item in items)\n",
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "shop"]);
+    repo
+}
+
+/// Polls `/v1beta/search` until the index answers with hits.
+pub async fn wait_for_index(server: &TabbyServer, query: &Value) -> Value {
+    let mut last = (0, Value::Null);
+    for _ in 0..300 {
+        let (status, body) = post_json(&server.url("/v1beta/search"), query).await;
+        if status == 200 && body["hits"].as_array().is_some_and(|h| !h.is_empty()) {
+            return body;
+        }
+        last = (status, body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "the index never became searchable; last answer {} {}; stderr:\n{}",
+        last.0,
+        last.1,
+        server.stderr()
+    );
+}
+
+#[tokio::test]
+async fn completion_prompt_contains_the_repository_snippet() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_repo(tmp.path());
+    let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["0.9)"])).await;
+    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
+    let config = format!(
+        r#"
+[[repositories]]
+git_url = "file://{repo}"
+
+[model.embedding.http]
+kind = "openai/embedding"
+api_endpoint = "{embed}/v1"
+model_name = "fake-embed"
+
+[completion.code_search_params]
+min_embedding_score = -1.0
+min_bm25_score = -1.0
+min_rrf_score = -1.0
+num_to_return = 20
+num_to_score = 40
+{completion}"#,
+        repo = repo.display(),
+        embed = embedder.url(),
+        completion = llama_completion_config(&model.url()),
+    );
+    let server = TabbyServer::start(&config);
+    let search = wait_for_index(
+        &server,
+        // The fake embedding is not semantic: switch the embedding threshold off.
+        &json!({"query": "compute_discounted_price discount", "git_url": "https://github.com/acme/shop.git",
+                "params": {"min_embedding_score": -1.0}}),
+    )
+    .await;
+    let top = &search["hits"][0];
+    assert_eq!(top["filepath"], "src/pricing.py", "{search}");
+    assert_eq!(top["start_line"], 1);
+    assert_eq!(top["end_line"], 3);
+    assert!(top["scores"]["rrf"].as_f64().unwrap() > 0.0);
+
+    let (status, body) = post_json(
+        &server.url("/v1/completions"),
+        &json!({
+            "language": "python",
+            "segments": {
+                "prefix": "from pricing import compute_discounted_price\n\ndef checkout(price):\n    return compute_discounted_price(price, ",
+                "filepath": "src/checkout.py",
+                "git_url": "git@github.com:acme/shop.git"
+            },
+            "debug_options": {"return_snippets": true}
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let snippets = body["debug_data"]["snippets"].as_array().unwrap();
+    assert!(
+        snippets.iter().any(|s| s["filepath"] == "src/pricing.py"),
+        "{snippets:?}"
+    );
+    let prompt = model
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path == "/completion")
+        .unwrap()
+        .body["prompt"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        prompt.contains(
+            "# Path: src/pricing.py\n# def compute_discounted_price(price, discount_rate):\n"
+        ),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("#     return round(price * (1 - discount_rate), 2)"),
+        "{prompt}"
+    );
+
+    // A repository that is not configured gets no server-side snippets.
+    let (_, body) = post_json(
+        &server.url("/v1/completions"),
+        &json!({"language": "python", "segments": {"prefix": "compute_discounted_price(", "git_url": "https://github.com/acme/unrelated.git"}, "debug_options": {"return_snippets": true}}),
+    )
+    .await;
+    assert_eq!(body["debug_data"]["snippets"], json!([]));
+
+    // Search API errors are clear.
+    let (status, body) = post_json(
+        &server.url("/v1beta/search"),
+        &json!({"query": "x", "source_id": "config:nope"}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = post_json(&server.url("/v1beta/search"), &json!({"git_url": "x"})).await;
+    assert_eq!(status, 422);
+}
