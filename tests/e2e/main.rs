@@ -8,5 +8,6 @@ mod completions;
 mod config;
 mod errors;
 mod events;
+mod index_cli;
 mod info_routes;
 mod rag;

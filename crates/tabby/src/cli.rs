@@ -158,8 +158,14 @@ pub async fn search(
         }
         None => repos.iter().map(|r| r.source_id.clone()).collect(),
     };
-    let mut params = config.answer.code_search_params.clone();
-    params.num_to_return = limit;
+    // Interactive search ranks every candidate and shows the scores: no thresholds.
+    let params = tabby_common::config::CodeSearchParams {
+        min_embedding_score: f32::NEG_INFINITY,
+        min_bm25_score: f32::NEG_INFINITY,
+        min_rrf_score: f32::NEG_INFINITY,
+        num_to_return: limit,
+        num_to_score: limit.max(100),
+    };
     let hits = service
         .search_repositories(&query, &sources, language.as_deref(), None, &params)
         .await
@@ -219,9 +225,22 @@ pub async fn eval(
                 model: Arc::new(model),
             })
         }
-        other => {
-            anyhow::bail!("unknown --embedding {other:?}: expected none, hash[:DIM] or config")
+        spec if spec.starts_with("local:") => {
+            let id = &spec["local:".len()..];
+            let dir = tabby_local::registry::resolve_model_dir(&paths.models_dir(), id)?;
+            let options = tabby_local::embedding::EmbeddingOptions::default();
+            let loaded = tokio::task::spawn_blocking(move || {
+                tabby_local::embedding::load_any(&dir, options)
+            })
+            .await??;
+            Some(CodeSearchEmbedding {
+                model: loaded.model,
+                model_id: loaded.model_id,
+            })
         }
+        other => anyhow::bail!(
+            "unknown --embedding {other:?}: expected none, hash[:DIM], local:MODEL_ID_OR_DIR or config"
+        ),
     };
     eval::run(EvalOptions {
         queries,

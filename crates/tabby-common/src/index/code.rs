@@ -37,6 +37,56 @@ fn push_token(tokens: &mut Vec<String>, token: &str) {
     }
 }
 
+/// Lower-cased search words of `text`: each code token, and when it is a compound
+/// (`snake_case`, `camelCase`, `HTTPServer2`), also its parts. `parse_config` → `parse_config`,
+/// `parse`, `config`; `readFileSync` → `readfilesync`, `read`, `file`, `sync`.
+pub fn tokenize_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    for token in tokenize_code(text) {
+        let lower = token.to_lowercase();
+        let parts = split_identifier(&token);
+        let compound = parts.len() > 1;
+        words.push(lower);
+        if compound {
+            words.extend(parts.into_iter().filter(|p| p.len() > 1));
+        }
+    }
+    words
+}
+
+/// Splits an identifier at `_`, lower→upper changes, acronym ends and letter/digit changes.
+fn split_identifier(token: &str) -> Vec<String> {
+    let chars: Vec<char> = token.chars().collect();
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c == '_' {
+            if !current.is_empty() {
+                parts.push(std::mem::take(&mut current));
+            }
+            continue;
+        }
+        if !current.is_empty() {
+            let prev = chars[i - 1];
+            let next = chars.get(i + 1).copied();
+            let boundary = (prev.is_lowercase() && c.is_uppercase())
+                || (prev.is_uppercase()
+                    && c.is_uppercase()
+                    && next.is_some_and(|n| n.is_lowercase()))
+                || (prev.is_alphabetic() && c.is_ascii_digit())
+                || (prev.is_ascii_digit() && c.is_alphabetic());
+            if boundary {
+                parts.push(std::mem::take(&mut current));
+            }
+        }
+        current.extend(c.to_lowercase());
+    }
+    if !current.is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
 /// `embedding_one_{i}` where the value is positive, `embedding_zero_{i}` otherwise.
 pub fn binarize_embedding<'a>(embedding: impl IntoIterator<Item = &'a f32>) -> Vec<String> {
     embedding
@@ -117,6 +167,27 @@ mod tests {
         );
         let long = "x".repeat(64);
         assert_eq!(tokenize_code(&format!("ok {long} é")), vec!["ok", "é"]);
+    }
+
+    #[test]
+    fn words_split_compounds() {
+        assert_eq!(
+            tokenize_words("parse_config"),
+            vec!["parse_config", "parse", "config"]
+        );
+        assert_eq!(
+            tokenize_words("readFileSync(HTTPServer2)"),
+            vec![
+                "readfilesync",
+                "read",
+                "file",
+                "sync",
+                "httpserver2",
+                "http",
+                "server"
+            ]
+        );
+        assert_eq!(tokenize_words("plain x"), vec!["plain", "x"]);
     }
 
     #[test]

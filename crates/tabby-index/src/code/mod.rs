@@ -18,7 +18,7 @@ use tabby_common::{
     git_url::{canonicalize_git_url, redact_credentials},
     index::{
         IndexSchema,
-        code::{binarize_embedding, fields, pack_embedding_bits, tokenize_code},
+        code::{binarize_embedding, fields, pack_embedding_bits, tokenize_code, tokenize_words},
         corpus,
     },
     languages::LanguageTable,
@@ -407,6 +407,12 @@ impl CodeIndexer {
             doc.add_field_value(schema.field_chunk_attributes, &OwnedValue::from(attributes));
             for token in tokenize_code(&pending.chunk.body) {
                 doc.add_text(schema.field_chunk_tokens, token);
+            }
+            for word in tokenize_words(&file.filepath)
+                .into_iter()
+                .chain(tokenize_words(&pending.chunk.body))
+            {
+                doc.add_text(schema.field_chunk_words, word);
             }
             match &embedding {
                 Some(vector) => {

@@ -147,8 +147,14 @@ impl CodeSearchService {
                 query.filepath.as_deref(),
             )
         };
-        let bm25_tokens = self.query_strategy.bm25_tokens(&query.content);
-        let bm25 = bm25_leg(&searcher, &bm25_tokens, filters(), num_to_score)?;
+        let bm25_terms = self.query_strategy.bm25_terms(&query.content);
+        let bm25 = bm25_leg(
+            &searcher,
+            self.query_strategy.bm25_field(),
+            &bm25_terms,
+            filters(),
+            num_to_score,
+        )?;
 
         let mut embedding_hits = Vec::new();
         let mut has_embedding = false;
@@ -228,6 +234,7 @@ impl CodeSearchService {
 
 fn bm25_leg(
     searcher: &Searcher,
+    field: tantivy::schema::Field,
     tokens: &[String],
     filters: Vec<(Occur, Box<dyn Query>)>,
     limit: usize,
@@ -235,11 +242,10 @@ fn bm25_leg(
     if tokens.is_empty() || limit == 0 {
         return Ok(vec![]);
     }
-    let schema = IndexSchema::instance();
     let terms: Vec<(Occur, Box<dyn Query>)> = tokens
         .iter()
         .map(|t| {
-            let term = tantivy::Term::from_field_text(schema.field_chunk_tokens, t);
+            let term = tantivy::Term::from_field_text(field, t);
             (
                 Occur::Should,
                 Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>,

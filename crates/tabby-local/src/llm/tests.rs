@@ -1,0 +1,377 @@
+//! Tests against the real weights: SmolLM2-135M-Instruct (fast) and Qwen2.5-Coder-0.5B-Instruct.
+//! They fail, naming `tabby download`, when the weights are missing: they never skip.
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use async_openai::types::chat::{
+    ChatCompletionRequestMessage, ChatCompletionRequestUserMessage,
+    ChatCompletionRequestUserMessageContent, CreateChatCompletionRequest, FinishReason, Role,
+};
+use futures::StreamExt;
+use tabby_inference::{ChatCompletionStream, CompletionOptions, CompletionStream, ModelError};
+
+use super::engine::{Finish, Piece};
+use super::{LlmConfig, LoadError, LocalChat, LocalCompletion, LocalLlm, SamplingOptions};
+
+const SMOLLM: &str = "HuggingFaceTB/SmolLM2-135M-Instruct";
+const QWEN: &str = "TabbyML/Qwen2.5-Coder-0.5B-Instruct";
+
+/// `$TABBY_TEST_MODELS_DIR/<org>/<name>`, else `$HOME/.tabby/models/<org>/<name>`.
+fn model_dir(id: &str) -> PathBuf {
+    let root = match std::env::var_os("TABBY_TEST_MODELS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+            .join(".tabby")
+            .join("models"),
+    };
+    let dir = root.join(id);
+    assert!(
+        dir.join("model.gguf").is_file(),
+        "{}/model.gguf is missing: run `tabby download` (or set TABBY_TEST_MODELS_DIR) first",
+        dir.display()
+    );
+    dir
+}
+
+fn load(id: &str, parallelism: usize) -> Arc<LocalLlm> {
+    let config = LlmConfig {
+        parallelism,
+        ..LlmConfig::default()
+    };
+    Arc::new(LocalLlm::load(&model_dir(id), &config).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn smollm() -> Arc<LocalLlm> {
+    static MODEL: OnceLock<Arc<LocalLlm>> = OnceLock::new();
+    MODEL.get_or_init(|| load(SMOLLM, 1)).clone()
+}
+
+fn qwen() -> Arc<LocalLlm> {
+    static MODEL: OnceLock<Arc<LocalLlm>> = OnceLock::new();
+    MODEL.get_or_init(|| load(QWEN, 1)).clone()
+}
+
+/// Reference ids from llama.cpp's tokenizer (xllamacpp 2026.10.11549, `/tokenize` with
+/// `parse_special: true`, no BOS) for the same GGUF files.
+const TOKENIZER_CASES: &[(&str, &[u32], &[u32])] = &[
+    // (text, Qwen2.5-Coder ids, SmolLM2 ids)
+    (
+        "def fib(n):\n    return n",
+        &[750, 15801, 1445, 982, 262, 470, 308],
+        &[1604, 3987, 24, 94, 727, 472, 1003, 304],
+    ),
+    (
+        "Hello, world! It's 2024 and we've got 1234567 tokens.",
+        &[
+            9707, 11, 1879, 0, 1084, 594, 220, 17, 15, 17, 19, 323, 582, 3003, 2684, 220, 16, 17,
+            18, 19, 20, 21, 22, 11211, 13,
+        ],
+        &[
+            19556, 28, 905, 17, 657, 506, 216, 34, 32, 34, 36, 284, 392, 3543, 3363, 216, 33, 34,
+            35, 36, 37, 38, 39, 17837, 30,
+        ],
+    ),
+    (
+        "fn main() {\n\tlet x: Vec<u32> = vec![1, 2, 3];\n\n\n    println!(\"{x:?}\");\n}\n",
+        &[
+            8822, 1887, 368, 341, 10217, 856, 25, 11312, 34837, 18, 17, 29, 284, 7486, 20703, 16,
+            11, 220, 17, 11, 220, 18, 52599, 262, 13751, 88928, 87, 76475, 20305, 532,
+        ],
+        &[
+            7853, 1085, 1000, 1662, 198, 197, 2016, 1792, 42, 717, 1159, 44, 101, 35, 34, 46, 446,
+            37024, 21653, 33, 28, 216, 34, 28, 216, 35, 26695, 13272, 1628, 34115, 17, 45257, 104,
+            42, 47, 15201, 43, 198, 109, 198,
+        ],
+    ),
+    (
+        "  leading spaces and trailing   ",
+        &[220, 6388, 12621, 323, 27748, 262],
+        &[216, 2899, 5600, 284, 35079, 333],
+    ),
+    (
+        "Unicode: café, naïve, 日本語のテキスト, emoji 🦀🚀",
+        &[
+            33920, 25, 51950, 11, 94880, 586, 11, 75402, 21894, 102819, 15767, 56833, 61803, 70534,
+            11, 42365, 11162, 99, 222, 145836,
+        ],
+        &[
+            3706, 15817, 42, 37366, 28, 15486, 46494, 28, 17097, 241, 115, 40993, 179, 120, 248,
+            26453, 11100, 224, 10391, 251, 10391, 134, 11100, 226, 28, 649, 33777, 15107, 116, 218,
+            10813, 244, 218,
+        ],
+    ),
+    // Decomposed text stays decomposed (llama.cpp applies no NFC; Qwen's tokenizer.json would
+    // give [924, 58858, 28502, 3865]).
+    (
+        "cafe\u{301} decomposed",
+        &[924, 1859, 53839, 28502, 3865],
+        &[83, 9980, 151, 219, 48304],
+    ),
+    (
+        "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n<|fim_middle|>",
+        &[151659, 750, 912, 2877, 11, 293, 982, 257, 151661, 198, 151660],
+        // SmolLM2 has no FIM tokens: the markers are plain text.
+        &[
+            44, 108, 86, 306, 79, 12821, 108, 46, 1604, 803, 24, 81, 28, 278, 727, 472, 2067, 108,
+            86, 306, 79, 30370, 108, 46, 198, 44, 108, 86, 306, 79, 22876, 108, 46,
+        ],
+    ),
+    (
+        "<|im_start|>user\nWhat's up?<|im_end|>\n<|im_start|>assistant\n",
+        &[
+            151644, 872, 198, 3838, 594, 705, 30, 151645, 198, 151644, 77091, 198,
+        ],
+        &[1, 4093, 198, 1780, 506, 614, 47, 2, 198, 1, 520, 9531, 198],
+    ),
+    (
+        "x = {'a': 1, \"b\": [3.14, -2e10]}  # comment\r\nwhile True:\r\n    pass",
+        &[
+            87, 284, 5360, 64, 1210, 220, 16, 11, 330, 65, 788, 508, 18, 13, 16, 19, 11, 481, 17,
+            68, 16, 15, 13989, 220, 671, 3980, 319, 3472, 3007, 2834, 262, 1494,
+        ],
+        &[
+            104, 446, 7353, 81, 1539, 216, 33, 28, 476, 82, 1799, 933, 35, 30, 33, 36, 28, 731,
+            34, 85, 33, 32, 28852, 216, 907, 5189, 201, 198, 5627, 3635, 42, 3136, 1301,
+        ],
+    ),
+];
+
+#[test]
+fn qwen_tokenizer_matches_llama_cpp() {
+    let llm = qwen();
+    let tok = llm.tokenizer();
+    for (name, id) in [
+        ("<|fim_prefix|>", 151659),
+        ("<|fim_middle|>", 151660),
+        ("<|fim_suffix|>", 151661),
+        ("<|endoftext|>", 151643),
+        ("<|im_end|>", 151645),
+    ] {
+        assert_eq!(tok.encode(name).unwrap(), [id], "{name}");
+    }
+    assert_eq!(tok.eos(), Some(151645));
+    for (text, qwen_ids, _) in TOKENIZER_CASES {
+        assert_eq!(tok.encode(text).unwrap(), *qwen_ids, "{text:?}");
+        if !text.contains("<|") {
+            assert_eq!(tok.decode(qwen_ids), *text, "{text:?}");
+        }
+    }
+}
+
+#[test]
+fn smollm_tokenizer_matches_llama_cpp() {
+    let llm = smollm();
+    let tok = llm.tokenizer();
+    for (text, _, smol_ids) in TOKENIZER_CASES {
+        assert_eq!(tok.encode(text).unwrap(), *smol_ids, "{text:?}");
+    }
+}
+
+async fn collect(llm: &LocalLlm, prompt: &str, options: SamplingOptions) -> (String, Finish) {
+    let mut text = String::new();
+    let mut stream = llm.generate(prompt.to_string(), options);
+    while let Some(piece) = stream.next().await {
+        match piece.unwrap() {
+            Piece::Text(t) => text.push_str(&t),
+            Piece::End(finish) => return (text, finish),
+        }
+    }
+    panic!("stream ended without Piece::End");
+}
+
+fn greedy(max_tokens: usize) -> SamplingOptions {
+    SamplingOptions {
+        max_tokens: Some(max_tokens),
+        temperature: 0.0,
+        top_p: None,
+        seed: 0,
+        presence_penalty: 0.0,
+    }
+}
+
+#[tokio::test]
+async fn smollm_greedy_generation_is_deterministic() {
+    let llm = smollm();
+    let prompt = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
+    let (first, finish) = collect(&llm, prompt, greedy(24)).await;
+    let (second, _) = collect(&llm, prompt, greedy(24)).await;
+    assert_eq!(first, second);
+    assert!(first.contains("Paris"), "{first:?}");
+    assert!(matches!(finish, Finish::Stop | Finish::Length));
+}
+
+#[tokio::test]
+async fn smollm_sampling_is_reproducible_by_seed() {
+    let llm = smollm();
+    let prompt = "Once upon a time";
+    let sampled = |seed| SamplingOptions {
+        max_tokens: Some(24),
+        temperature: 1.0,
+        top_p: None,
+        seed,
+        presence_penalty: 0.0,
+    };
+    let (a, _) = collect(&llm, prompt, sampled(7)).await;
+    let (b, _) = collect(&llm, prompt, sampled(7)).await;
+    let (c, _) = collect(&llm, prompt, sampled(8)).await;
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[tokio::test]
+async fn max_tokens_ends_with_length() {
+    let llm = smollm();
+    let mut stream = llm.generate("1, 2, 3, 4,".to_string(), greedy(3));
+    let mut pieces = Vec::new();
+    while let Some(p) = stream.next().await {
+        pieces.push(p.unwrap());
+    }
+    assert_eq!(pieces.last(), Some(&Piece::End(Finish::Length)));
+    assert!(pieces.len() <= 4, "{pieces:?}");
+    let (none, finish) = collect(&llm, "1, 2,", greedy(0)).await;
+    assert_eq!((none.as_str(), finish), ("", Finish::Length));
+}
+
+#[tokio::test]
+async fn prompt_longer_than_the_context_is_clipped() {
+    let config = LlmConfig {
+        parallelism: 1,
+        context_size: 64,
+    };
+    let llm = LocalLlm::load(&model_dir(SMOLLM), &config).unwrap();
+    assert_eq!(llm.context_size(), 64);
+    let prompt = "word ".repeat(200);
+    let (_, finish) = collect(&llm, &prompt, greedy(8)).await;
+    assert_eq!(finish, Finish::Length);
+}
+
+#[tokio::test]
+async fn dropping_the_stream_cancels_generation() {
+    // A worker of its own, so that other tests don't queue behind the long generation.
+    let llm = load(SMOLLM, 1);
+    let mut stream = llm.generate("Count to one thousand: 1, 2, 3,".to_string(), greedy(100_000));
+    assert!(matches!(stream.next().await, Some(Ok(Piece::Text(_)))));
+    drop(stream);
+    // The worker notices between tokens and takes the next request promptly.
+    let next = tokio::time::timeout(Duration::from_secs(30), collect(&llm, "Hi", greedy(2))).await;
+    assert!(next.is_ok(), "the worker kept generating for a dropped stream");
+}
+
+#[tokio::test]
+async fn requests_queue_and_all_complete() {
+    let llm = smollm();
+    let runs = (0..3).map(|i| {
+        let llm = llm.clone();
+        async move { collect(&llm, &format!("{i} + {i} ="), greedy(4)).await }
+    });
+    let results = futures::future::join_all(runs).await;
+    assert_eq!(results.len(), 3);
+}
+
+fn user(text: &str) -> ChatCompletionRequestMessage {
+    ChatCompletionRequestMessage::User(ChatCompletionRequestUserMessage {
+        content: ChatCompletionRequestUserMessageContent::Text(text.into()),
+        name: None,
+    })
+}
+
+#[tokio::test]
+async fn chat_streams_role_then_content_then_stop() {
+    let chat = LocalChat::from_llm(smollm()).unwrap();
+    #[allow(deprecated)]
+    let request = CreateChatCompletionRequest {
+        messages: vec![user("Say hello.")],
+        temperature: Some(0.0),
+        max_completion_tokens: Some(200),
+        seed: Some(1),
+        ..Default::default()
+    };
+    let chunks: Vec<_> = chat
+        .chat_stream(request)
+        .await
+        .unwrap()
+        .map(|c| c.unwrap())
+        .collect()
+        .await;
+    assert!(chunks.len() >= 3, "{chunks:?}");
+    let first = &chunks[0].choices[0];
+    assert_eq!(first.delta.role, Some(Role::Assistant));
+    let last = &chunks.last().unwrap().choices[0];
+    assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(last.delta.content, None);
+    let text: String = chunks[1..chunks.len() - 1]
+        .iter()
+        .map(|c| {
+            assert_eq!(c.choices[0].finish_reason, None);
+            assert_eq!(c.object, "chat.completion.chunk");
+            c.choices[0].delta.content.clone().unwrap()
+        })
+        .collect();
+    assert!(!text.trim().is_empty());
+    assert!(!text.contains("<|im_end|>"), "{text:?}");
+    assert!(chunks.iter().all(|c| c.id == chunks[0].id && c.model == SMOLLM));
+}
+
+#[tokio::test]
+async fn chat_stop_string_and_length() {
+    let chat = LocalChat::from_llm(smollm()).unwrap();
+    #[allow(deprecated)]
+    let request = CreateChatCompletionRequest {
+        messages: vec![user("List the numbers from 1 to 20, comma separated.")],
+        temperature: Some(0.0),
+        max_completion_tokens: Some(5),
+        ..Default::default()
+    };
+    let chunks: Vec<_> = chat.chat_stream(request).await.unwrap().collect().await;
+    let last = chunks.last().unwrap().as_ref().unwrap();
+    assert_eq!(last.choices[0].finish_reason, Some(FinishReason::Length));
+}
+
+#[tokio::test]
+async fn missing_weights_name_tabby_download() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = LocalCompletion::new(dir.path(), 1).err().unwrap();
+    assert!(matches!(err, LoadError::Missing(_)));
+    assert!(err.to_string().contains("tabby download"), "{err}");
+    let err = LocalChat::new(dir.path(), 1).err().unwrap();
+    assert!(err.to_string().contains("tabby download"), "{err}");
+
+    std::fs::write(dir.path().join("model.gguf"), b"not a gguf").unwrap();
+    let err = LocalCompletion::new(dir.path(), 1).err().unwrap();
+    assert!(matches!(err, LoadError::Invalid { .. }), "{err}");
+}
+
+async fn fim(prefix: &str, suffix: &str) -> String {
+    let completion = LocalCompletion::from_llm(qwen());
+    let prompt = format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>");
+    let options = CompletionOptions {
+        max_decoding_tokens: 64,
+        sampling_temperature: 0.0,
+        seed: 0,
+        presence_penalty: 0.0,
+    };
+    let pieces: Vec<Result<String, ModelError>> =
+        completion.generate(&prompt, options).await.collect().await;
+    pieces.into_iter().map(|p| p.unwrap()).collect()
+}
+
+#[tokio::test]
+async fn qwen_fim_completes_python() {
+    let text = fim("def fibonacci(n):\n    ", "\n\nprint(fibonacci(10))\n").await;
+    assert!(text.contains("return"), "{text:?}");
+    assert!(text.contains("fibonacci(n - 1)") || text.contains("fibonacci(n-1)"), "{text:?}");
+    assert!(!text.contains("<|"), "{text:?}");
+}
+
+#[tokio::test]
+async fn qwen_fim_completes_rust() {
+    let text = fim(
+        "fn is_even(n: u32) -> bool {\n    ",
+        "\n}\n\nfn main() {\n    println!(\"{}\", is_even(4));\n}\n",
+    )
+    .await;
+    assert!(text.contains("n % 2"), "{text:?}");
+    assert!(!text.contains("<|"), "{text:?}");
+}

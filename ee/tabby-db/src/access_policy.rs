@@ -1,0 +1,93 @@
+//! Who may read which source (`source_id_read_access_policies`).
+//!
+//! The rule, as in upstream Tabby: a source id with no policy rows is public; once any group
+//! is granted read access, only members of a granted group may read it; admins read
+//! everything. Source ids are opaque strings here (`git:<id>`, `config:<...>`, web corpora).
+
+use std::collections::HashMap;
+
+use crate::{DbConn, DbError, DbResult, UserGroupDAO};
+
+impl DbConn {
+    /// Grants the group read access to the source; granting twice is harmless.
+    pub async fn grant_source_id_read_access(
+        &self,
+        source_id: &str,
+        user_group_id: i64,
+    ) -> DbResult<()> {
+        sqlx::query(
+            "INSERT INTO source_id_read_access_policies (source_id, user_group_id) VALUES (?, ?)
+             ON CONFLICT (source_id, user_group_id) DO UPDATE SET updated_at = DATETIME('now')",
+        )
+        .bind(source_id)
+        .bind(user_group_id)
+        .execute(&self.pool)
+        .await
+        .map_err(|e| DbError::from(e).missing_reference("user group"))?;
+        Ok(())
+    }
+
+    /// Revokes the grant; revoking a grant that does not exist is harmless. Revoking the last
+    /// grant of a source makes it public again.
+    pub async fn revoke_source_id_read_access(
+        &self,
+        source_id: &str,
+        user_group_id: i64,
+    ) -> DbResult<()> {
+        sqlx::query(
+            "DELETE FROM source_id_read_access_policies WHERE source_id = ? AND user_group_id = ?",
+        )
+        .bind(source_id)
+        .bind(user_group_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The groups granted read access to the source, by name (empty: the source is public).
+    pub async fn list_source_id_read_access_user_groups(
+        &self,
+        source_id: &str,
+    ) -> DbResult<Vec<UserGroupDAO>> {
+        Ok(sqlx::query_as(
+            "SELECT g.id, g.name, g.created_at, g.updated_at
+             FROM source_id_read_access_policies p JOIN user_groups g ON g.id = p.user_group_id
+             WHERE p.source_id = ? ORDER BY g.name",
+        )
+        .bind(source_id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The subset of `source_ids` the user may read, in the given order.
+    pub async fn allowed_source_ids(
+        &self,
+        user_id: i64,
+        is_admin: bool,
+        source_ids: &[String],
+    ) -> DbResult<Vec<String>> {
+        if is_admin {
+            return Ok(source_ids.to_vec());
+        }
+        // One row per restricted source: whether any of its granted groups has this user.
+        // The table holds a few rows per private source, so reading it whole is cheap and
+        // avoids binding an unbounded list.
+        let restricted: HashMap<String, bool> = sqlx::query_as::<_, (String, bool)>(
+            "SELECT p.source_id, MAX(m.user_id IS NOT NULL)
+             FROM source_id_read_access_policies p
+             LEFT JOIN user_group_memberships m
+                 ON m.user_group_id = p.user_group_id AND m.user_id = ?
+             GROUP BY p.source_id",
+        )
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .collect();
+        Ok(source_ids
+            .iter()
+            .filter(|id| restricted.get(id.as_str()).copied().unwrap_or(true))
+            .cloned()
+            .collect())
+    }
+}

@@ -1,0 +1,265 @@
+//! Migrations against real SQLite: up from empty, every migration's down/up round trip on a
+//! database holding data, and the backup taken before pending migrations.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use sqlx::SqlitePool;
+
+use super::{MIGRATOR, pending_versions};
+use crate::{CompletionCounter, DbConn};
+
+const TABLES: &[&str] = &[
+    "invitations",
+    "password_reset",
+    "refresh_tokens",
+    "registration_token",
+    "repositories",
+    "server_secrets",
+    "server_setting",
+    "source_id_read_access_policies",
+    "user_completions",
+    "user_events",
+    "user_group_memberships",
+    "user_groups",
+    "users",
+];
+
+fn versions() -> Vec<i64> {
+    MIGRATOR
+        .iter()
+        .filter(|m| !m.migration_type.is_down_migration())
+        .map(|m| m.version)
+        .collect()
+}
+
+async fn tables(pool: &SqlitePool) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table'
+         AND name NOT LIKE 'sqlite_%' AND name != '_sqlx_migrations' ORDER BY name",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Every table, index and trigger definition, by name.
+async fn schema(pool: &SqlitePool) -> BTreeMap<String, Option<String>> {
+    sqlx::query_as::<_, (String, Option<String>)>(
+        "SELECT name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'
+         AND name != '_sqlx_migrations'",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .collect()
+}
+
+async fn row_counts(pool: &SqlitePool) -> BTreeMap<String, i64> {
+    let mut counts = BTreeMap::new();
+    for table in tables(pool).await {
+        let count: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        counts.insert(table, count);
+    }
+    counts
+}
+
+/// At least one row in every table, written through the DAOs.
+async fn fill(db: &DbConn) {
+    let user = db
+        .create_user("a@example.com", Some("hash"), true, Some("A"))
+        .await
+        .unwrap();
+    let other = db
+        .create_user("b@example.com", None, false, None)
+        .await
+        .unwrap();
+    db.create_invitation("c@example.com").await.unwrap();
+    db.create_refresh_token(user).await.unwrap();
+    db.create_password_reset(other).await.unwrap();
+    db.update_network_setting("https://tabby.example.com")
+        .await
+        .unwrap();
+    db.get_or_create_jwt_secret().await.unwrap();
+    db.create_repository("tabby", "https://example.com/tabby.git", &["main".into()])
+        .await
+        .unwrap();
+    db.create_user_event(user, "view", Utc::now(), "{}")
+        .await
+        .unwrap();
+    db.create_user_completion(user, "cmpl-1", "rust", Utc::now())
+        .await
+        .unwrap();
+    db.increment_user_completion("cmpl-1", CompletionCounter::Select)
+        .await
+        .unwrap();
+    let group = db.create_user_group("team").await.unwrap();
+    db.upsert_user_group_membership(other, group, false)
+        .await
+        .unwrap();
+    db.grant_source_id_read_access("git:1", group)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn migrations_create_every_table_from_empty() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    assert_eq!(tables(&db.pool).await, TABLES);
+    assert!(pending_versions(&db.pool).await.unwrap().is_empty());
+    let counts = row_counts(&db.pool).await;
+    assert_eq!(counts["registration_token"], 1, "seeded at init");
+    assert_eq!(counts["server_setting"], 1, "seeded by its migration");
+}
+
+#[tokio::test]
+async fn migrations_are_numbered_pairs() {
+    let ups = versions();
+    let downs: Vec<i64> = MIGRATOR
+        .iter()
+        .filter(|m| m.migration_type.is_down_migration())
+        .map(|m| m.version)
+        .collect();
+    assert_eq!(ups, downs, "every up migration has a down migration");
+    assert_eq!(ups, (1..=ups.len() as i64).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn every_migration_reverts_and_reapplies_on_a_database_with_data() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    let pool = &db.pool;
+    let full_schema = schema(pool).await;
+    fill(&db).await;
+    let full_counts = row_counts(pool).await;
+    assert!(full_counts.values().all(|&n| n > 0), "{full_counts:?}");
+
+    // Which tables each migration owns, learned by reverting them one at a time.
+    let versions = versions();
+    let mut owned_by_later: Vec<String> = Vec::new();
+    for &version in versions.iter().rev() {
+        let before = tables(pool).await;
+        MIGRATOR.undo(pool, version - 1).await.unwrap();
+        let after = tables(pool).await;
+        let dropped: Vec<&String> = before.iter().filter(|t| !after.contains(t)).collect();
+        assert!(!dropped.is_empty(), "migration {version} dropped no table");
+        owned_by_later.extend(dropped.into_iter().cloned());
+
+        // Tables of earlier migrations keep their rows.
+        let counts = row_counts(pool).await;
+        for (table, count) in &counts {
+            assert_eq!(
+                full_counts[table], *count,
+                "reverting {version} changed rows of {table}"
+            );
+        }
+        assert_eq!(counts.len() + owned_by_later.len(), full_counts.len());
+
+        // Re-applying everything from here restores the exact schema, data untouched.
+        MIGRATOR.run(pool).await.unwrap();
+        assert_eq!(
+            schema(pool).await,
+            full_schema,
+            "after re-applying {version}"
+        );
+        for (table, count) in row_counts(pool).await {
+            if !owned_by_later.contains(&table) {
+                assert_eq!(full_counts[&table], count, "{table} after re-applying");
+            }
+        }
+        // Put the removed migrations back into the reverted state for the next step.
+        MIGRATOR.undo(pool, version - 1).await.unwrap();
+    }
+    assert!(tables(pool).await.is_empty(), "all downs leave no table");
+    MIGRATOR.run(pool).await.unwrap();
+    assert_eq!(schema(pool).await, full_schema);
+}
+
+fn backups(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.contains(".backup-"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn backup_is_taken_only_when_migrations_are_pending_on_an_existing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ee").join("db.sqlite");
+
+    // A new file: created with its directory, nothing to back up.
+    let db = DbConn::open(&path).await.unwrap();
+    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(journal, "wal");
+    let foreign_keys: bool = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(foreign_keys);
+    db.create_user("a@example.com", None, true, None)
+        .await
+        .unwrap();
+    let token = db.read_registration_token().await.unwrap();
+    db.close().await;
+    let ee = path.parent().unwrap();
+    assert!(backups(ee).is_empty());
+
+    // Reopened with nothing pending: still no backup, data and token kept.
+    let db = DbConn::open(&path).await.unwrap();
+    assert_eq!(db.read_registration_token().await.unwrap(), token);
+    assert!(backups(ee).is_empty());
+
+    // An older schema (last migration reverted) is backed up before it is upgraded.
+    let last = *versions().last().unwrap();
+    MIGRATOR.undo(&db.pool, last - 1).await.unwrap();
+    db.close().await;
+    let db = DbConn::open(&path).await.unwrap();
+    let date = Utc::now().format("%Y%m%d");
+    let first = format!("db.backup-{date}.sqlite");
+    assert_eq!(backups(ee), [first.as_str()]);
+    assert!(pending_versions(&db.pool).await.unwrap().is_empty());
+
+    // The backup is a standalone database in the pre-upgrade state, with the data.
+    let backup = SqlitePool::connect_with(
+        sqlx::sqlite::SqliteConnectOptions::new().filename(ee.join(&first)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pending_versions(&backup).await.unwrap(), [last]);
+    let emails: Vec<String> = sqlx::query_scalar("SELECT email FROM users")
+        .fetch_all(&backup)
+        .await
+        .unwrap();
+    assert_eq!(emails, ["a@example.com"]);
+    backup.close().await;
+
+    // A second upgrade on the same day keeps the first backup and adds another.
+    MIGRATOR.undo(&db.pool, last - 1).await.unwrap();
+    db.close().await;
+    let db = DbConn::open(&path).await.unwrap();
+    assert_eq!(
+        backups(ee),
+        [format!("db.backup-{date}-2.sqlite"), first.clone()]
+    );
+    db.close().await;
+}
+
+#[tokio::test]
+async fn unrelated_existing_empty_file_is_not_backed_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    std::fs::write(&path, b"").unwrap();
+    let db = DbConn::open(&path).await.unwrap();
+    assert_eq!(tables(&db.pool).await, TABLES);
+    assert!(backups(dir.path()).is_empty());
+}

@@ -1,0 +1,96 @@
+//! Git repositories added through the API (`repositories`). Repositories from `config.toml`
+//! are not stored; the webserver merges both lists. `refs` are the branch/tag names to index,
+//! stored as a JSON array; empty means the remote's default branch.
+
+use sqlx::{QueryBuilder, Sqlite, types::Json};
+
+use crate::{DbConn, DbResult, Pagination, error::expect_one};
+
+/// A row of `repositories`.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct RepositoryDAO {
+    pub id: i64,
+    pub name: String,
+    pub git_url: String,
+    #[sqlx(json)]
+    pub refs: Vec<String>,
+}
+
+impl DbConn {
+    /// Fails with `AlreadyExists` if the name or the git URL is taken.
+    pub async fn create_repository(
+        &self,
+        name: &str,
+        git_url: &str,
+        refs: &[String],
+    ) -> DbResult<i64> {
+        let result = sqlx::query("INSERT INTO repositories (name, git_url, refs) VALUES (?, ?, ?)")
+            .bind(name)
+            .bind(git_url)
+            .bind(Json(refs))
+            .execute(&self.pool)
+            .await?;
+        Ok(result.last_insert_rowid())
+    }
+
+    pub async fn get_repository(&self, id: i64) -> DbResult<Option<RepositoryDAO>> {
+        Ok(
+            sqlx::query_as("SELECT id, name, git_url, refs FROM repositories WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn get_repository_by_git_url(
+        &self,
+        git_url: &str,
+    ) -> DbResult<Option<RepositoryDAO>> {
+        Ok(
+            sqlx::query_as("SELECT id, name, git_url, refs FROM repositories WHERE git_url = ?")
+                .bind(git_url)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    pub async fn list_repositories(&self, page: Pagination) -> DbResult<Vec<RepositoryDAO>> {
+        let mut query = QueryBuilder::<Sqlite>::new(
+            "SELECT id, name, git_url, refs FROM repositories WHERE 1 = 1",
+        );
+        page.push_to(&mut query, "id");
+        let rows = query
+            .build_query_as::<RepositoryDAO>()
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(page.finish(rows))
+    }
+
+    pub async fn update_repository_refs(&self, id: i64, refs: &[String]) -> DbResult<()> {
+        let result = sqlx::query("UPDATE repositories SET refs = ? WHERE id = ?")
+            .bind(Json(refs))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        expect_one(result.rows_affected(), "repository")
+    }
+
+    /// Fails with `AlreadyExists` if another repository has the new name or git URL.
+    pub async fn update_repository(&self, id: i64, name: &str, git_url: &str) -> DbResult<()> {
+        let result = sqlx::query("UPDATE repositories SET name = ?, git_url = ? WHERE id = ?")
+            .bind(name)
+            .bind(git_url)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        expect_one(result.rows_affected(), "repository")
+    }
+
+    pub async fn delete_repository(&self, id: i64) -> DbResult<()> {
+        let result = sqlx::query("DELETE FROM repositories WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        expect_one(result.rows_affected(), "repository")
+    }
+}

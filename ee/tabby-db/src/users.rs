@@ -1,0 +1,259 @@
+//! Accounts: e-mail (unique, case-insensitive), optional argon2 password hash, role, active
+//! flag, the per-user API auth token and profile fields.
+//!
+//! Auth tokens are `auth_` followed by 32 lowercase hex digits and are generated here, so
+//! every path that creates or rotates one produces the same format. Comparing a presented
+//! token in constant time is the caller's job; [`DbConn::get_user_by_auth_token`] only finds
+//! the row.
+
+use chrono::{DateTime, Utc};
+use sqlx::{QueryBuilder, Sqlite};
+
+use crate::{
+    DbConn, DbError, DbResult, Pagination, error::expect_one, pagination::push_in_filter,
+    random_hex,
+};
+
+/// The first registered user owns the server; ids are never reused, so this stays true.
+pub const OWNER_USER_ID: i64 = 1;
+
+const USER: &str = "user";
+
+/// `SELECT <every column but the avatar> FROM users WHERE <condition>`, as a literal.
+macro_rules! select_user {
+    ($condition:literal) => {
+        concat!(
+            "SELECT id, email, name, password_encrypted, is_admin, auth_token, active, ",
+            "created_at, updated_at FROM users WHERE ",
+            $condition
+        )
+    };
+}
+
+/// A row of `users`, without the avatar (see [`DbConn::get_user_avatar`]).
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct UserDAO {
+    pub id: i64,
+    pub email: String,
+    pub name: Option<String>,
+    /// argon2 PHC string; `None` for accounts that only sign in through SSO.
+    pub password_encrypted: Option<String>,
+    pub is_admin: bool,
+    pub auth_token: String,
+    pub active: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl UserDAO {
+    pub fn is_owner(&self) -> bool {
+        self.id == OWNER_USER_ID
+    }
+}
+
+fn new_auth_token() -> String {
+    format!("auth_{}", random_hex())
+}
+
+impl DbConn {
+    /// Creates a user with a fresh auth token and returns its id.
+    /// Fails with `AlreadyExists` if the e-mail is taken (case-insensitively).
+    pub async fn create_user(
+        &self,
+        email: &str,
+        password_encrypted: Option<&str>,
+        is_admin: bool,
+        name: Option<&str>,
+    ) -> DbResult<i64> {
+        let mut tx = self.begin_write().await?;
+        let id = insert_user(&mut tx, email, password_encrypted, is_admin, name).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// Creates a user and consumes the invitation `invitation_id` in one transaction, so an
+    /// invitation is used at most once. Fails with `NotFound` if the invitation is gone.
+    pub async fn create_user_with_invitation(
+        &self,
+        email: &str,
+        password_encrypted: Option<&str>,
+        is_admin: bool,
+        name: Option<&str>,
+        invitation_id: i64,
+    ) -> DbResult<i64> {
+        let mut tx = self.begin_write().await?;
+        let deleted = sqlx::query("DELETE FROM invitations WHERE id = ?")
+            .bind(invitation_id)
+            .execute(&mut *tx)
+            .await?;
+        expect_one(deleted.rows_affected(), "invitation")?;
+        let id = insert_user(&mut tx, email, password_encrypted, is_admin, name).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    pub async fn get_user(&self, id: i64) -> DbResult<Option<UserDAO>> {
+        self.get_user_where(select_user!("id = ?"), id).await
+    }
+
+    /// Case-insensitive.
+    pub async fn get_user_by_email(&self, email: &str) -> DbResult<Option<UserDAO>> {
+        self.get_user_where(select_user!("email = ?"), email).await
+    }
+
+    /// The user owning `auth_token`, active or not (the caller decides what inactive means).
+    pub async fn get_user_by_auth_token(&self, auth_token: &str) -> DbResult<Option<UserDAO>> {
+        self.get_user_where(select_user!("auth_token = ?"), auth_token)
+            .await
+    }
+
+    async fn get_user_where<T>(&self, sql: &'static str, value: T) -> DbResult<Option<UserDAO>>
+    where
+        T: for<'q> sqlx::Encode<'q, Sqlite> + sqlx::Type<Sqlite>,
+    {
+        Ok(sqlx::query_as(sql)
+            .bind(value)
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// Users by id (all when `ids` is empty), a page at a time.
+    pub async fn list_users(&self, ids: &[i64], page: Pagination) -> DbResult<Vec<UserDAO>> {
+        let mut query = QueryBuilder::<Sqlite>::new(select_user!("1 = 1"));
+        push_in_filter(&mut query, "id", ids);
+        page.push_to(&mut query, "id");
+        let rows = query
+            .build_query_as::<UserDAO>()
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(page.finish(rows))
+    }
+
+    pub async fn count_users(&self) -> DbResult<usize> {
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count as usize)
+    }
+
+    pub async fn count_active_users(&self) -> DbResult<usize> {
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE active")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count as usize)
+    }
+
+    pub async fn update_user_active(&self, id: i64, active: bool) -> DbResult<()> {
+        let result =
+            sqlx::query("UPDATE users SET active = ?, updated_at = DATETIME('now') WHERE id = ?")
+                .bind(active)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        expect_one(result.rows_affected(), USER)
+    }
+
+    pub async fn update_user_role(&self, id: i64, is_admin: bool) -> DbResult<()> {
+        let result =
+            sqlx::query("UPDATE users SET is_admin = ?, updated_at = DATETIME('now') WHERE id = ?")
+                .bind(is_admin)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        expect_one(result.rows_affected(), USER)
+    }
+
+    pub async fn update_user_name(&self, id: i64, name: &str) -> DbResult<()> {
+        let result =
+            sqlx::query("UPDATE users SET name = ?, updated_at = DATETIME('now') WHERE id = ?")
+                .bind(name)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        expect_one(result.rows_affected(), USER)
+    }
+
+    /// Sets (or, with `None`, removes) the password hash.
+    pub async fn update_user_password(
+        &self,
+        id: i64,
+        password_encrypted: Option<&str>,
+    ) -> DbResult<()> {
+        let result = sqlx::query(
+            "UPDATE users SET password_encrypted = ?, updated_at = DATETIME('now') WHERE id = ?",
+        )
+        .bind(password_encrypted)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        expect_one(result.rows_affected(), USER)
+    }
+
+    /// Gives the user a new auth token (the old one stops working) and returns it.
+    pub async fn reset_user_auth_token(&self, id: i64) -> DbResult<String> {
+        let token = new_auth_token();
+        let result = sqlx::query(
+            "UPDATE users SET auth_token = ?, updated_at = DATETIME('now') WHERE id = ?",
+        )
+        .bind(&token)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        expect_one(result.rows_affected(), USER)?;
+        Ok(token)
+    }
+
+    pub async fn get_user_avatar(&self, id: i64) -> DbResult<Option<Vec<u8>>> {
+        let avatar: Option<Option<Vec<u8>>> =
+            sqlx::query_scalar("SELECT avatar FROM users WHERE id = ?")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        match avatar {
+            Some(avatar) => Ok(avatar),
+            None => Err(DbError::NotFound { what: USER }),
+        }
+    }
+
+    /// Sets (or, with `None`, removes) the avatar image bytes.
+    pub async fn update_user_avatar(&self, id: i64, avatar: Option<&[u8]>) -> DbResult<()> {
+        let result =
+            sqlx::query("UPDATE users SET avatar = ?, updated_at = DATETIME('now') WHERE id = ?")
+                .bind(avatar)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        expect_one(result.rows_affected(), USER)
+    }
+
+    /// Deletes the user and, by cascade, their refresh tokens, password reset, usage rows and
+    /// group memberships.
+    pub async fn delete_user(&self, id: i64) -> DbResult<()> {
+        let result = sqlx::query("DELETE FROM users WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        expect_one(result.rows_affected(), USER)
+    }
+}
+
+async fn insert_user(
+    tx: &mut sqlx::SqliteConnection,
+    email: &str,
+    password_encrypted: Option<&str>,
+    is_admin: bool,
+    name: Option<&str>,
+) -> DbResult<i64> {
+    let result = sqlx::query(
+        "INSERT INTO users (email, password_encrypted, is_admin, auth_token, name)
+         VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(email)
+    .bind(password_encrypted)
+    .bind(is_admin)
+    .bind(new_auth_token())
+    .bind(name)
+    .execute(tx)
+    .await?;
+    Ok(result.last_insert_rowid())
+}

@@ -1,0 +1,250 @@
+use chrono::{Duration, Utc};
+use tabby_db::{DbError, Pagination, REFRESH_TOKEN_LIFETIME_DAYS};
+
+use crate::{db, user};
+
+#[tokio::test]
+async fn registration_token_exists_and_rotates() {
+    let db = db().await;
+    let token = db.read_registration_token().await.unwrap();
+    assert!(uuid::Uuid::parse_str(&token).is_ok(), "{token}");
+    assert_eq!(db.read_registration_token().await.unwrap(), token);
+    let new = db.reset_registration_token().await.unwrap();
+    assert_ne!(new, token);
+    assert_eq!(db.read_registration_token().await.unwrap(), new);
+}
+
+#[tokio::test]
+async fn invitations_lifecycle() {
+    let db = db().await;
+    let invitation = db.create_invitation("New@Example.com").await.unwrap();
+    assert!(uuid::Uuid::parse_str(&invitation.code).is_ok());
+    assert_eq!(invitation.email, "New@Example.com");
+
+    let by_code = db.get_invitation_by_code(&invitation.code).await.unwrap();
+    assert_eq!(by_code.as_ref(), Some(&invitation));
+    let by_email = db.get_invitation_by_email("new@example.com").await.unwrap();
+    assert_eq!(by_email, Some(invitation.clone()));
+    assert_eq!(db.get_invitation_by_code("nope").await.unwrap(), None);
+
+    let err = db.create_invitation("NEW@example.com").await.unwrap_err();
+    assert!(matches!(
+        err,
+        DbError::AlreadyExists {
+            what: "an invitation for this email"
+        }
+    ));
+
+    let second = db.create_invitation("two@example.com").await.unwrap();
+    let all = db.list_invitations(Pagination::all()).await.unwrap();
+    assert_eq!(all, [invitation.clone(), second.clone()]);
+    let last = Pagination::relay(None, None, None, Some(1)).unwrap();
+    assert_eq!(
+        db.list_invitations(last).await.unwrap(),
+        std::slice::from_ref(&second)
+    );
+
+    db.delete_invitation(invitation.id).await.unwrap();
+    assert!(matches!(
+        db.delete_invitation(invitation.id).await,
+        Err(DbError::NotFound { what: "invitation" })
+    ));
+    assert_eq!(
+        db.list_invitations(Pagination::all()).await.unwrap(),
+        [second]
+    );
+}
+
+#[tokio::test]
+async fn an_invitation_registers_exactly_one_user() {
+    let db = db().await;
+    let invitation = db.create_invitation("new@example.com").await.unwrap();
+    let id = db
+        .create_user_with_invitation(
+            "new@example.com",
+            Some("h"),
+            false,
+            Some("N"),
+            invitation.id,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        db.get_user(id).await.unwrap().unwrap().email,
+        "new@example.com"
+    );
+    assert_eq!(
+        db.get_invitation_by_code(&invitation.code).await.unwrap(),
+        None
+    );
+
+    let again = db
+        .create_user_with_invitation("other@example.com", None, false, None, invitation.id)
+        .await;
+    assert!(matches!(
+        again,
+        Err(DbError::NotFound { what: "invitation" })
+    ));
+    assert!(
+        db.get_user_by_email("other@example.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A failed user insert keeps the invitation.
+    let taken = db.create_invitation("x@example.com").await.unwrap();
+    let err = db
+        .create_user_with_invitation("NEW@example.com", None, false, None, taken.id)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DbError::AlreadyExists { .. }));
+    assert!(
+        db.get_invitation_by_code(&taken.code)
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn refresh_tokens_expire_in_seven_days_and_rotate_once() {
+    let db = db().await;
+    let id = user(&db, "a@example.com").await;
+    let token = db.create_refresh_token(id).await.unwrap();
+    assert_eq!(token.user_id, id);
+    assert_eq!(token.token.len(), 32);
+    assert!(!token.is_expired());
+    let lifetime = token.expires_at - token.created_at;
+    assert_eq!(lifetime, Duration::days(REFRESH_TOKEN_LIFETIME_DAYS));
+    assert!((token.created_at - Utc::now()).num_seconds().abs() < 60);
+
+    // Lookup ignores case (the column is NOCASE).
+    let found = db
+        .get_refresh_token(&token.token.to_uppercase())
+        .await
+        .unwrap();
+    assert_eq!(found, Some(token.clone()));
+
+    let rotated = db.rotate_refresh_token(&token.token).await.unwrap();
+    assert_eq!(rotated.user_id, id);
+    assert_ne!(rotated.token, token.token);
+    assert!(rotated.expires_at >= token.expires_at);
+    assert_eq!(db.get_refresh_token(&token.token).await.unwrap(), None);
+    assert!(matches!(
+        db.rotate_refresh_token(&token.token).await,
+        Err(DbError::NotFound {
+            what: "refresh token"
+        })
+    ));
+    assert!(
+        db.get_refresh_token(&rotated.token)
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    assert!(matches!(
+        db.create_refresh_token(99).await,
+        Err(DbError::NotFound { what: "user" })
+    ));
+}
+
+#[tokio::test]
+async fn concurrent_rotations_of_one_token_let_only_one_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = tabby_db::DbConn::open(&dir.path().join("db.sqlite"))
+        .await
+        .unwrap();
+    let id = user(&db, "a@example.com").await;
+    let token = db.create_refresh_token(id).await.unwrap().token;
+    let attempts: Vec<_> = (0..8)
+        .map(|_| {
+            let db = db.clone();
+            let token = token.clone();
+            tokio::spawn(async move { db.rotate_refresh_token(&token).await })
+        })
+        .collect();
+    let mut successes = 0;
+    for attempt in attempts {
+        match attempt.await.unwrap() {
+            Ok(_) => successes += 1,
+            Err(DbError::NotFound { .. }) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(successes, 1);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn refresh_token_deletion() {
+    let db = db().await;
+    let a = user(&db, "a@example.com").await;
+    let b = user(&db, "b@example.com").await;
+    let a1 = db.create_refresh_token(a).await.unwrap();
+    db.create_refresh_token(a).await.unwrap();
+    let b1 = db.create_refresh_token(b).await.unwrap();
+
+    db.delete_refresh_token(&a1.token).await.unwrap();
+    assert!(matches!(
+        db.delete_refresh_token(&a1.token).await,
+        Err(DbError::NotFound { .. })
+    ));
+    assert_eq!(db.delete_refresh_tokens_of_user(a).await.unwrap(), 1);
+    assert_eq!(db.delete_expired_refresh_tokens().await.unwrap(), 0);
+    assert!(db.get_refresh_token(&b1.token).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn password_reset_keeps_one_code_per_user() {
+    let db = db().await;
+    let id = user(&db, "a@example.com").await;
+    assert_eq!(db.get_password_reset_by_user_id(id).await.unwrap(), None);
+    let first = db.create_password_reset(id).await.unwrap();
+    assert_eq!(first.user_id, id);
+    assert!(uuid::Uuid::parse_str(&first.code).is_ok());
+    let second = db.create_password_reset(id).await.unwrap();
+    assert_eq!(second.id, first.id, "replaced, not added");
+    assert_ne!(second.code, first.code);
+    assert_eq!(
+        db.get_password_reset_by_code(&first.code).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        db.get_password_reset_by_code(&second.code).await.unwrap(),
+        Some(second.clone())
+    );
+    assert_eq!(
+        db.get_password_reset_by_user_id(id).await.unwrap(),
+        Some(second)
+    );
+    db.delete_password_reset_by_user_id(id).await.unwrap();
+    assert!(matches!(
+        db.delete_password_reset_by_user_id(id).await,
+        Err(DbError::NotFound {
+            what: "password reset"
+        })
+    ));
+    assert!(matches!(
+        db.create_password_reset(99).await,
+        Err(DbError::NotFound { what: "user" })
+    ));
+}
+
+#[tokio::test]
+async fn deleting_a_user_removes_their_credentials() {
+    let db = db().await;
+    let id = user(&db, "a@example.com").await;
+    let keep = user(&db, "b@example.com").await;
+    let token = db.create_refresh_token(id).await.unwrap();
+    let kept = db.create_refresh_token(keep).await.unwrap();
+    let reset = db.create_password_reset(id).await.unwrap();
+    db.delete_user(id).await.unwrap();
+    assert_eq!(db.get_refresh_token(&token.token).await.unwrap(), None);
+    assert_eq!(
+        db.get_password_reset_by_code(&reset.code).await.unwrap(),
+        None
+    );
+    assert!(db.get_refresh_token(&kept.token).await.unwrap().is_some());
+}

@@ -1,0 +1,197 @@
+use tabby_db::{DbConn, DbError, Pagination, RepositoryDAO};
+
+use crate::db;
+
+#[tokio::test]
+async fn server_setting_defaults_and_updates() {
+    let db = db().await;
+    let setting = db.read_server_setting().await.unwrap();
+    assert_eq!(setting.network_external_url, "http://localhost:8080");
+    assert!(!setting.security_disable_client_side_telemetry);
+    assert!(!setting.security_disable_password_login);
+    assert!(setting.allowed_register_domains().is_empty());
+    assert_eq!(setting.billing_enterprise_license, None);
+    assert_eq!((setting.branding_logo, setting.branding_icon), (None, None));
+
+    db.update_security_setting(Some("example.com, corp.example ,"), true, true)
+        .await
+        .unwrap();
+    db.update_network_setting("https://tabby.example.com")
+        .await
+        .unwrap();
+    db.update_enterprise_license(Some("license-jwt"))
+        .await
+        .unwrap();
+    db.update_branding_setting(Some("logo-b64"), Some("icon-b64"))
+        .await
+        .unwrap();
+    let setting = db.read_server_setting().await.unwrap();
+    assert_eq!(
+        setting.allowed_register_domains(),
+        ["example.com", "corp.example"]
+    );
+    assert!(setting.security_disable_client_side_telemetry);
+    assert!(setting.security_disable_password_login);
+    assert_eq!(setting.network_external_url, "https://tabby.example.com");
+    assert_eq!(
+        setting.billing_enterprise_license.as_deref(),
+        Some("license-jwt")
+    );
+    assert_eq!(setting.branding_logo.as_deref(), Some("logo-b64"));
+    assert_eq!(setting.branding_icon.as_deref(), Some("icon-b64"));
+
+    db.update_enterprise_license(None).await.unwrap();
+    db.update_security_setting(None, false, false)
+        .await
+        .unwrap();
+    let setting = db.read_server_setting().await.unwrap();
+    assert_eq!(setting.billing_enterprise_license, None);
+    assert_eq!(setting.security_allowed_register_domain_list, None);
+    assert_eq!(setting.network_external_url, "https://tabby.example.com");
+}
+
+#[tokio::test]
+async fn jwt_secret_is_created_once_and_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let db = DbConn::open(&path).await.unwrap();
+    let secret = db.get_or_create_jwt_secret().await.unwrap();
+    assert_eq!(secret.len(), 64);
+    assert!(secret.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(db.get_or_create_jwt_secret().await.unwrap(), secret);
+    db.close().await;
+
+    let db = DbConn::open(&path).await.unwrap();
+    assert_eq!(db.get_or_create_jwt_secret().await.unwrap(), secret);
+    db.close().await;
+
+    let fresh = DbConn::new_in_memory().await.unwrap();
+    assert_ne!(fresh.get_or_create_jwt_secret().await.unwrap(), secret);
+}
+
+#[tokio::test]
+async fn concurrent_first_calls_agree_on_the_jwt_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = DbConn::open(&dir.path().join("db.sqlite")).await.unwrap();
+    let calls: Vec<_> = (0..8)
+        .map(|_| {
+            let db = db.clone();
+            tokio::spawn(async move { db.get_or_create_jwt_secret().await.unwrap() })
+        })
+        .collect();
+    let mut secrets = Vec::new();
+    for call in calls {
+        secrets.push(call.await.unwrap());
+    }
+    secrets.dedup();
+    assert_eq!(secrets.len(), 1);
+    db.close().await;
+}
+
+#[tokio::test]
+async fn repositories_crud() {
+    let db = db().await;
+    let refs = vec!["main".to_owned(), "refs/tags/v1".to_owned()];
+    let id = db
+        .create_repository("tabby", "https://github.com/TabbyML/tabby", &refs)
+        .await
+        .unwrap();
+    let repo = db.get_repository(id).await.unwrap().unwrap();
+    assert_eq!(
+        repo,
+        RepositoryDAO {
+            id,
+            name: "tabby".into(),
+            git_url: "https://github.com/TabbyML/tabby".into(),
+            refs: refs.clone(),
+        }
+    );
+    assert_eq!(
+        db.get_repository_by_git_url("https://github.com/TabbyML/tabby")
+            .await
+            .unwrap(),
+        Some(repo)
+    );
+
+    let name_taken = db
+        .create_repository("tabby", "https://example.com/other", &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        name_taken,
+        DbError::AlreadyExists {
+            what: "a repository with this name"
+        }
+    ));
+    let url_taken = db
+        .create_repository("other", "https://github.com/TabbyML/tabby", &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        url_taken,
+        DbError::AlreadyExists {
+            what: "a repository with this git URL"
+        }
+    ));
+
+    let second = db
+        .create_repository("other", "https://example.com/other", &[])
+        .await
+        .unwrap();
+    assert!(
+        db.get_repository(second)
+            .await
+            .unwrap()
+            .unwrap()
+            .refs
+            .is_empty()
+    );
+    db.update_repository_refs(second, &["dev".to_owned()])
+        .await
+        .unwrap();
+    db.update_repository(second, "renamed", "https://example.com/renamed")
+        .await
+        .unwrap();
+    let updated = db.get_repository(second).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            updated.name.as_str(),
+            updated.git_url.as_str(),
+            updated.refs
+        ),
+        (
+            "renamed",
+            "https://example.com/renamed",
+            vec!["dev".to_owned()]
+        )
+    );
+    assert!(matches!(
+        db.update_repository(second, "tabby", "https://example.com/x")
+            .await,
+        Err(DbError::AlreadyExists { .. })
+    ));
+
+    let names: Vec<String> = db
+        .list_repositories(Pagination::all())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["tabby", "renamed"]);
+    let page = Pagination::relay(Some(id), None, Some(10), None).unwrap();
+    assert_eq!(db.list_repositories(page).await.unwrap().len(), 1);
+
+    db.delete_repository(id).await.unwrap();
+    assert_eq!(db.get_repository(id).await.unwrap(), None);
+    for result in [
+        db.delete_repository(id).await,
+        db.update_repository_refs(id, &[]).await,
+        db.update_repository(id, "x", "y").await,
+    ] {
+        assert!(matches!(
+            result,
+            Err(DbError::NotFound { what: "repository" })
+        ));
+    }
+}

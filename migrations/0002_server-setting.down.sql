@@ -1,0 +1,2 @@
+DROP TABLE server_secrets;
+DROP TABLE server_setting;

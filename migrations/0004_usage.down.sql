@@ -1,0 +1,2 @@
+DROP TABLE user_completions;
+DROP TABLE user_events;
