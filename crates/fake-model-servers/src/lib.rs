@@ -215,6 +215,9 @@ impl FakeServer {
             .expect("fake model server: bound listener has no address");
         let task = tokio::spawn(async move {
             // The server runs until the handle aborts it; an I/O error just ends the task.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
             let _ = axum::serve(listener, app).await;
         });
         FakeServer {

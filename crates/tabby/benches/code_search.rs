@@ -72,8 +72,8 @@ async fn run(chunks: usize) {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = tmp.path().join("corpus");
     let mut rng = Rng(0x9E3779B97F4A7C15);
-    // Each function is about one 512-char chunk; 10 functions per file.
-    let files = chunks / 10;
+    // Two functions make about one 512-char chunk; 10 functions per file.
+    let files = chunks / 5;
     let mut queries = Vec::new();
     for f in 0..files {
         let dir = corpus.join(format!("pkg{}", f % 100));
@@ -121,6 +121,8 @@ async fn run(chunks: usize) {
         summary.bytes as f64 / 1e6 / started.elapsed().as_secs_f64()
     );
 
+    let chunks = summary.chunks;
+    let bm25_only = CodeSearchService::new(index_dir.clone(), None, Arc::new(LanguageTable::builtin()));
     let mut service = CodeSearchService::new(
         index_dir,
         Some(CodeSearchEmbedding { model, model_id }),
@@ -136,6 +138,18 @@ async fn run(chunks: usize) {
     for q in queries.iter().take(5) {
         service.search_legs(&query(q), 40).await.unwrap();
     }
+    let mut bm25_ms = Vec::new();
+    for q in &queries {
+        let t = Instant::now();
+        bm25_only.search_legs(&query(q), 40).await.unwrap();
+        bm25_ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    bm25_ms.sort_by(f64::total_cmp);
+    println!(
+        "{chunks:>7} chunks  BM25 leg alone: p50 {:>7.2} ms p99 {:>7.2} ms",
+        percentile(&bm25_ms, 0.5),
+        percentile(&bm25_ms, 0.99)
+    );
     for leg in [EmbeddingLeg::Bits, EmbeddingLeg::Tokens] {
         service.embedding_leg = leg;
         let mut legs_ms = Vec::new();

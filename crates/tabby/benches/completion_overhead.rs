@@ -3,6 +3,9 @@
 //! The same load sent straight to the fake is measured too, so the difference is what tabby
 //! adds (JSON, prompt building, stop words, event log, two extra HTTP hops).
 //!
+//! The model's rate limit (default 1200 requests/minute, as upstream) is lifted so that the
+//! server itself is measured.
+//!
 //! Run: `cargo bench -p tabby --bench completion_overhead` (figures on stdout).
 
 use std::{
@@ -95,7 +98,7 @@ fn main() {
         let config = Config::parse(
             std::path::Path::new("bench.toml"),
             &format!(
-                "[model.completion.http]\nkind = \"llama.cpp/completion\"\napi_endpoint = \"{}\"\nprompt_template = \"<|fim_prefix|>{{prefix}}<|fim_suffix|>{{suffix}}<|fim_middle|>\"\n",
+                "[model.completion.http]\nkind = \"llama.cpp/completion\"\napi_endpoint = \"{}\"\nprompt_template = \"<|fim_prefix|>{{prefix}}<|fim_suffix|>{{suffix}}<|fim_middle|>\"\n[model.completion.http.rate_limit]\nrequest_per_minute = 100000000\n",
                 fake.url()
             ),
         )
@@ -103,6 +106,9 @@ fn main() {
         let app = tabby::serve::build_app(&config, &TabbyPaths::new(root.path()), Some(false), None).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move { axum::serve(listener, app.router).await });
 
         let tabby_url = format!("http://{addr}/v1/completions");
