@@ -111,20 +111,27 @@ async fn malformed_requests() {
 }
 
 #[tokio::test]
-async fn no_model_configured_is_501() {
+async fn missing_default_weights_are_a_clear_503_naming_tabby_download() {
+    // No [model] sections: the embedded defaults, whose weights are not in this fresh root.
     let server = TabbyServer::start("");
     let (s, b) = post_json(
         &server.url("/v1/completions"),
         &json!({"segments": {"prefix": "x"}}),
     )
     .await;
-    assert_error(s, &b, 501, "completion model");
+    assert_error(s, &b, 503, "tabby download");
     let (s, b) = post_json(
         &server.url("/v1/chat/completions"),
         &json!({"model": "", "messages": [{"role": "user", "content": "hi"}]}),
     )
     .await;
-    assert_error(s, &b, 501, "chat model");
+    assert_error(s, &b, 503, "tabby download");
+    let (s, health) = get_json(&server.url("/v1/health")).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        health["models"]["completion"],
+        json!({"local": {"model_id": "TabbyML/Qwen2.5-Coder-0.5B-Instruct", "device": "cpu"}})
+    );
 }
 
 #[tokio::test]

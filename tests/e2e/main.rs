@@ -10,4 +10,5 @@ mod errors;
 mod events;
 mod index_cli;
 mod info_routes;
+mod local_models;
 mod rag;

@@ -30,6 +30,10 @@ impl TabbyServer {
     }
 
     pub fn start_with_args(config: &str, extra: &[&str]) -> TabbyServer {
+        Self::start_with_env(config, extra, &[])
+    }
+
+    pub fn start_with_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> TabbyServer {
         let root = tempfile::tempdir().expect("temp dir");
         std::fs::write(root.path().join("config.toml"), config).expect("write config");
         let stderr_path = root.path().join("stderr.log");
@@ -39,6 +43,7 @@ impl TabbyServer {
             .args(extra)
             .env("TABBY_ROOT", root.path())
             .env("RUST_LOG", "tabby=debug,warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()

@@ -88,7 +88,7 @@ pub async fn index(config: Option<PathBuf>, repo: Option<String>) -> anyhow::Res
     if config.repositories.is_empty() {
         anyhow::bail!("no [[repositories]] in the config: nothing to index");
     }
-    let embedding = indexing::embedding_from_config(&config)?;
+    let embedding = indexing::embedding_from_config(&paths, &config)?;
     if embedding.is_none() {
         eprintln!("note: no [model.embedding] configured: indexing BM25 tokens only");
     }
@@ -122,7 +122,7 @@ pub async fn search(
 ) -> anyhow::Result<()> {
     let paths = TabbyPaths::from_env();
     let config = load_config(&paths, config)?;
-    let embedding = indexing::embedding_from_config(&config)?;
+    let embedding = indexing::embedding_from_config(&paths, &config)?;
     let service = CodeSearchService::new(
         paths.index_dir(),
         embedding,
@@ -211,7 +211,7 @@ pub async fn eval(
     let config = load_config(&paths, config)?;
     let embedding = match embedding.as_str() {
         "none" => None,
-        "config" => indexing::embedding_from_config(&config)?,
+        "config" => indexing::embedding_from_config(&paths, &config)?,
         spec if spec.starts_with("hash") || spec.starts_with("fake") => {
             let dim = spec
                 .split_once(':')

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context;
 use tabby_common::{
-    config::{Config, ModelConfig, config_index_to_source_id},
+    config::{Config, config_index_to_source_id},
     git_url::{GitUrl, redact_credentials},
     path::TabbyPaths,
 };
@@ -32,27 +32,17 @@ pub fn configured_repositories(config: &Config) -> Vec<RepositoryToIndex> {
         .collect()
 }
 
-/// The embedding model for indexing and search, from `[model.embedding]`. `None` indexes BM25
-/// tokens only (the embedding leg of search is then empty).
-pub fn embedding_from_config(config: &Config) -> anyhow::Result<Option<CodeSearchEmbedding>> {
-    match &config.model.embedding {
-        None => Ok(None),
-        Some(ModelConfig::Http(http)) => {
-            let model = http_api_bindings::create_embedding(http)
-                .map_err(|e| anyhow::anyhow!("[model.embedding.http]: {e}"))?;
-            let model_id = format!(
-                "{}:{}@{}",
-                http.kind,
-                http.model_name.as_deref().unwrap_or(""),
-                http.api_endpoint.as_deref().unwrap_or("")
-            );
-            Ok(Some(CodeSearchEmbedding { model, model_id }))
-        }
-        Some(ModelConfig::Local(local)) => anyhow::bail!(
-            "[model.embedding.local] model_id = {:?}: the embedded model runtime is not available in this build yet; configure [model.embedding.http]",
-            local.model_id
-        ),
-    }
+/// The embedding model for indexing and search: `[model.embedding]`, else the embedded default.
+/// `None` indexes BM25 tokens only (the embedding leg of search is then empty).
+pub fn embedding_from_config(
+    paths: &TabbyPaths,
+    config: &Config,
+) -> anyhow::Result<Option<CodeSearchEmbedding>> {
+    let models = crate::services::model::with_local_defaults(&config.model);
+    Ok(
+        crate::services::model::load_embedding(&models, &paths.models_dir())?
+            .map(|(model, model_id)| CodeSearchEmbedding { model, model_id }),
+    )
 }
 
 /// Whether `repo` is the one a user named on the command line (by URL or repository name).

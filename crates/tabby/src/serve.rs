@@ -16,8 +16,12 @@ use tracing::info;
 use crate::{
     routes::{self, ApiState, metrics::Metrics, openapi::ApiDoc},
     services::{
-        chat::ChatService, code::CodeSearchService, completion::CompletionService,
-        event::FileEventLogger, health::HealthState, model::load_models,
+        chat::ChatService,
+        code::CodeSearchService,
+        completion::CompletionService,
+        event::FileEventLogger,
+        health::HealthState,
+        model::{load_models, with_local_defaults},
     },
 };
 
@@ -47,7 +51,8 @@ pub fn build_app(
 ) -> anyhow::Result<App> {
     let logger = FileEventLogger::start(paths.events_dir());
     let shared_logger: Arc<dyn tabby_common::api::event::EventLogger> = Arc::new(logger.clone());
-    let models = load_models(&config.model)?;
+    let effective_models = with_local_defaults(&config.model);
+    let models = load_models(&effective_models, &paths.models_dir())?;
     let languages = Arc::new(config.language_table());
 
     let completion = models.completion.map(|model| {
@@ -77,7 +82,7 @@ pub fn build_app(
         completion,
         chat,
         logger: shared_logger,
-        health: HealthState::new(&config.model, webserver),
+        health: HealthState::new(&effective_models, webserver),
         models: ApiState::model_list(&config.model),
         repositories,
         completion_timeout: Duration::from_secs(config.server.completion_timeout),
@@ -114,7 +119,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .unwrap_or_else(|| paths.config_file());
     let config = Config::load(&config_path)?;
     let webserver = options.no_webserver.then_some(false);
-    let embedding = crate::indexing::embedding_from_config(&config)?;
+    let embedding = crate::indexing::embedding_from_config(&paths, &config)?;
     let code_search = (!config.repositories.is_empty()).then(|| {
         Arc::new(CodeSearchService::new(
             paths.index_dir(),
