@@ -1,8 +1,10 @@
 //! Embedding throughput of the embedded sentence encoder on 512-character chunks of real code
 //! (this workspace's own Rust sources), as `tabby index` feeds it.
 //!
-//! `cargo bench -p tabby-local --bench embedding` (needs `tabby download`; models from
-//! `$TABBY_TEST_MODELS_DIR`, else `~/.tabby/models`). Prints chunks/s at several batch sizes.
+//! `cargo bench -p tabby-local --bench embedding [-- minilm|static]` (needs `tabby download`;
+//! models from `$TABBY_TEST_MODELS_DIR`, else `~/.tabby/models`). Prints chunks/s and MB/s at
+//! several batch sizes, for the BERT encoder (all-MiniLM-L6-v2) and the static table distilled
+//! from it.
 
 use std::{
     path::{Path, PathBuf},
@@ -11,8 +13,8 @@ use std::{
 
 use tabby_inference::Embedding;
 use tabby_local::{
-    embedding::{EmbeddingOptions, LocalEmbedding},
-    registry::{DEFAULT_EMBEDDING_MODEL, resolve_model_dir},
+    embedding::{EmbeddingOptions, LocalEmbedding, StaticEmbedding},
+    registry::{DEFAULT_EMBEDDING_MODEL, STATIC_EMBEDDING_MODEL, resolve_model_dir},
 };
 
 const CHUNK_CHARS: usize = 512;
@@ -24,56 +26,100 @@ fn main() {
         .unwrap_or_else(|| {
             PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".tabby/models")
         });
-    let dir = match resolve_model_dir(&models, DEFAULT_EMBEDDING_MODEL) {
+    let model_dir = |id: &str| match resolve_model_dir(&models, id) {
         Ok(dir) => dir,
         Err(e) => {
             eprintln!("error: {e}");
             std::process::exit(1);
         }
     };
-    let chunks = code_chunks(128);
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a == "minilm" || a == "static")
+        .collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    if only.is_empty() || only.iter().any(|a| a == "minilm") {
+        encoder_bench(&runtime, &model_dir(DEFAULT_EMBEDDING_MODEL));
+    }
+    if only.is_empty() || only.iter().any(|a| a == "static") {
+        static_bench(&runtime, &model_dir(STATIC_EMBEDDING_MODEL));
+    }
+}
+
+fn encoder_bench(runtime: &tokio::runtime::Runtime, dir: &Path) {
+    let chunks = code_chunks(128);
     println!(
         "embedding bench: {DEFAULT_EMBEDDING_MODEL}, {} chunks of {CHUNK_CHARS} chars \
          ({:.0} tokens each on average after truncation), {} threads",
         chunks.len(),
-        mean_tokens(&dir, &chunks),
+        mean_tokens(dir, &chunks, 256),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
 
     for (batch, count) in [(1, 32), (8, 64), (32, 128)] {
         let model = LocalEmbedding::load(
-            &dir,
+            dir,
             EmbeddingOptions {
                 parallelism: 1,
                 max_batch_size: batch,
             },
         )
         .unwrap();
-        let inputs = &chunks[..count];
-        runtime.block_on(async {
-            // Warm up (allocations, page faults) outside the measurement.
-            model.embed(&inputs[..batch]).await.unwrap();
-            let start = Instant::now();
-            let cpu_start = cpu_seconds();
-            for call in inputs.chunks(batch) {
-                model.embed(call).await.unwrap();
-            }
-            let secs = start.elapsed().as_secs_f64();
-            let cpu = cpu_seconds().zip(cpu_start).map(|(end, start)| end - start);
-            let bytes: usize = inputs.iter().map(String::len).sum();
-            println!(
-                "batch {batch:>2}: {:>6.1} chunks/s  {:>6.3} MB/s  ({count} chunks in {secs:.2}s){}",
-                count as f64 / secs,
-                bytes as f64 / secs / 1e6,
-                cpu.map_or(String::new(), |cpu| format!(
-                    ", {:.1} chunks per CPU-second ({:.0}% CPU)",
-                    count as f64 / cpu,
-                    100.0 * cpu / secs
-                )),
-            );
-        });
+        measure(runtime, &model, batch, &chunks[..count]);
     }
+}
+
+/// The static table at the indexer's batch size (64) and one text at a time (a search query).
+fn static_bench(runtime: &tokio::runtime::Runtime, dir: &Path) {
+    let chunks = code_chunks(4096);
+    let model = StaticEmbedding::load(dir).unwrap();
+    println!(
+        "embedding bench: {STATIC_EMBEDDING_MODEL} ({}, {} dimensions), {} chunks of \
+         {CHUNK_CHARS} chars ({:.0} tokens each on average), {} threads",
+        model.model_id(),
+        model.dimension(),
+        chunks.len(),
+        mean_tokens(
+            dir,
+            &chunks,
+            tabby_local::embedding::static_table::MAX_TOKENS
+        ),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    for (batch, count) in [(1, 1024), (64, 4096)] {
+        measure(runtime, &model, batch, &chunks[..count]);
+    }
+}
+
+fn measure(
+    runtime: &tokio::runtime::Runtime,
+    model: &dyn Embedding,
+    batch: usize,
+    inputs: &[String],
+) {
+    let count = inputs.len();
+    runtime.block_on(async {
+        // Warm up (allocations, page faults) outside the measurement.
+        model.embed(&inputs[..batch]).await.unwrap();
+        let start = Instant::now();
+        let cpu_start = cpu_seconds();
+        for call in inputs.chunks(batch) {
+            model.embed(call).await.unwrap();
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let cpu = cpu_seconds().zip(cpu_start).map(|(end, start)| end - start);
+        let bytes: usize = inputs.iter().map(String::len).sum();
+        println!(
+            "batch {batch:>2}: {:>8.1} chunks/s  {:>7.3} MB/s  ({count} chunks in {secs:.2}s){}",
+            count as f64 / secs,
+            bytes as f64 / secs / 1e6,
+            cpu.map_or(String::new(), |cpu| format!(
+                ", {:.1} chunks per CPU-second ({:.0}% CPU)",
+                count as f64 / cpu,
+                100.0 * cpu / secs
+            )),
+        );
+    });
 }
 
 /// User + system CPU time of this process so far (Linux), to tell the model's cost from the
@@ -85,12 +131,12 @@ fn cpu_seconds() -> Option<f64> {
     Some(ticks / 100.0)
 }
 
-fn mean_tokens(dir: &Path, chunks: &[String]) -> f64 {
+fn mean_tokens(dir: &Path, chunks: &[String], max_tokens: usize) -> f64 {
     let mut tokenizer = tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
     tokenizer.with_padding(None);
     tokenizer
         .with_truncation(Some(tokenizers::TruncationParams {
-            max_length: 256,
+            max_length: max_tokens,
             ..Default::default()
         }))
         .unwrap();

@@ -7,6 +7,10 @@
 //! sub-batch by sub-batch (a search query does not wait for a whole indexing batch). The encoder (`encoder.rs`, kernels
 //! in `kernels.rs`) is ours rather than candle-transformers' `BertModel`: the same numbers
 //! (a test compares them), about 2.5 times the speed on a CPU.
+//!
+//! The other kind of embedding model is a static token table distilled from the encoder at
+//! download time (`distill.rs`, `static_table.rs`): a bag of token vectors, some hundred times
+//! faster and clearly worse. [`load_any`] loads whichever a model directory holds.
 
 use std::{
     path::{Path, PathBuf},

@@ -28,13 +28,36 @@ fn strings(texts: &[&str]) -> Vec<String> {
 
 const HIDDEN: usize = 8;
 const VOCAB: &[&str] = &[
-    "[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "(", ")", ".", "=", "a", "the",
-    "read", "file", "sort", "list", "open", "json", "parse", "cat", "dog", "##s", "##ing",
+    "[PAD]",
+    "[unused0]",
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "(",
+    ")",
+    ".",
+    "=",
+    "a",
+    "the",
+    "read",
+    "file",
+    "sort",
+    "list",
+    "open",
+    "json",
+    "parse",
+    "cat",
+    "dog",
+    "##s",
+    "##ing",
 ];
 
 /// Deterministic values in [-0.5, 0.5).
 fn noise(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             state = state
@@ -63,9 +86,21 @@ fn write_tiny_bert(dir: &Path, seed: u64) {
         salt += 1;
         noise(salt, n)
     };
-    add("embeddings.word_embeddings.weight", &[VOCAB.len(), h], random(VOCAB.len() * h));
-    add("embeddings.position_embeddings.weight", &[positions, h], random(positions * h));
-    add("embeddings.token_type_embeddings.weight", &[2, h], random(2 * h));
+    add(
+        "embeddings.word_embeddings.weight",
+        &[VOCAB.len(), h],
+        random(VOCAB.len() * h),
+    );
+    add(
+        "embeddings.position_embeddings.weight",
+        &[positions, h],
+        random(positions * h),
+    );
+    add(
+        "embeddings.token_type_embeddings.weight",
+        &[2, h],
+        random(2 * h),
+    );
     let p = "encoder.layer.0";
     for (name, outputs, inputs) in [
         ("attention.self.query", h, h),
@@ -75,7 +110,11 @@ fn write_tiny_bert(dir: &Path, seed: u64) {
         ("intermediate.dense", inner, h),
         ("output.dense", h, inner),
     ] {
-        add(&format!("{p}.{name}.weight"), &[outputs, inputs], random(outputs * inputs));
+        add(
+            &format!("{p}.{name}.weight"),
+            &[outputs, inputs],
+            random(outputs * inputs),
+        );
         add(&format!("{p}.{name}.bias"), &[outputs], random(outputs));
     }
     for norm in [
@@ -121,7 +160,10 @@ fn write_tiny_bert(dir: &Path, seed: u64) {
 #[tokio::test]
 async fn a_tiny_model_distils_into_a_table_that_loads_and_embeds() {
     let root = tempfile::tempdir().unwrap();
-    let (source, out) = (root.path().join("org/tiny"), root.path().join("org/tiny-static"));
+    let (source, out) = (
+        root.path().join("org/tiny"),
+        root.path().join("org/tiny-static"),
+    );
     write_tiny_bert(&source, 1);
 
     let header = distill(&source, &out, &Default::default(), &|_, _| {}).unwrap();
@@ -138,7 +180,14 @@ async fn a_tiny_model_distils_into_a_table_that_loads_and_embeds() {
         "{}",
         loaded.model_id
     );
-    let texts = strings(&["read the file", "file the read", "read", "read read", "read ☃", ""]);
+    let texts = strings(&[
+        "read the file",
+        "file the read",
+        "read",
+        "read read",
+        "read ☃",
+        "",
+    ]);
     let v = loaded.model.embed(&texts).await.unwrap();
     for vector in &v[..5] {
         assert_eq!(vector.len(), HIDDEN);
@@ -151,15 +200,23 @@ async fn a_tiny_model_distils_into_a_table_that_loads_and_embeds() {
     // No tokens, no direction.
     assert_eq!(v[5], vec![0.0; HIDDEN]);
     // Deterministic: the same table from the same source.
-    let again = distill(&source, &root.path().join("again"), &Default::default(), &|_, _| {})
-        .unwrap();
+    let again = distill(
+        &source,
+        &root.path().join("again"),
+        &Default::default(),
+        &|_, _| {},
+    )
+    .unwrap();
     assert_eq!(again.table_sha256, header.table_sha256);
 }
 
 #[test]
 fn distillation_is_redone_only_when_its_inputs_change() {
     let root = tempfile::tempdir().unwrap();
-    let (source, out) = (root.path().join("org/tiny"), root.path().join("org/tiny-static"));
+    let (source, out) = (
+        root.path().join("org/tiny"),
+        root.path().join("org/tiny-static"),
+    );
     write_tiny_bert(&source, 1);
     let ensure = || ensure_distilled(&source, &out, &|_, _| {}).unwrap();
 
@@ -187,8 +244,12 @@ fn distillation_is_redone_only_when_its_inputs_change() {
 #[test]
 fn a_missing_source_or_table_names_tabby_download() {
     let root = tempfile::tempdir().unwrap();
-    let err = ensure_distilled(&root.path().join("none"), &root.path().join("out"), &|_, _| {})
-        .unwrap_err();
+    let err = ensure_distilled(
+        &root.path().join("none"),
+        &root.path().join("out"),
+        &|_, _| {},
+    )
+    .unwrap_err();
     assert!(format!("{err:#}").contains("tabby download"), "{err:#}");
     let err = StaticEmbedding::load(root.path()).err().unwrap();
     assert!(err.to_string().contains("tabby download"), "{err}");
@@ -219,7 +280,12 @@ const PARSE_JSON: &str = "const user = JSON.parse(body);\nconsole.log(user.name)
 
 #[tokio::test]
 async fn the_distilled_table_embeds_with_unit_norm_deterministically() {
-    let texts = ["hello world", OPEN_FILE, &"x = 1\n".repeat(400), "Größe 日本語"];
+    let texts = [
+        "hello world",
+        OPEN_FILE,
+        &"x = 1\n".repeat(400),
+        "Größe 日本語",
+    ];
     let vectors = embed(&texts).await;
     for v in &vectors {
         assert_eq!(v.len(), model().dimension());
@@ -257,7 +323,12 @@ async fn queries_are_closest_to_the_code_that_does_what_they_say() {
     .await[..] else {
         unreachable!()
     };
-    assert!(dot(cat, kitten) > dot(cat, car) + 0.1, "{} vs {}", dot(cat, kitten), dot(cat, car));
+    assert!(
+        dot(cat, kitten) > dot(cat, car) + 0.1,
+        "{} vs {}",
+        dot(cat, kitten),
+        dot(cat, car)
+    );
 }
 
 #[test]
@@ -267,7 +338,11 @@ fn load_any_tells_the_table_from_the_encoder() {
     let table = load_any(&static_dir, EmbeddingOptions::default()).unwrap();
     let encoder = load_any(&minilm_dir, EmbeddingOptions::default()).unwrap();
     assert_eq!(table.model_id, model().model_id());
-    assert!(encoder.model_id.contains("all-MiniLM-L6-v2@"), "{}", encoder.model_id);
+    assert!(
+        encoder.model_id.contains("all-MiniLM-L6-v2@"),
+        "{}",
+        encoder.model_id
+    );
     assert_ne!(table.model_id, encoder.model_id);
     assert_eq!(encoder.dimension, 384);
     // Made from the encoder that is installed now.

@@ -122,7 +122,8 @@ async fn run(chunks: usize) {
     );
 
     let chunks = summary.chunks;
-    let bm25_only = CodeSearchService::new(index_dir.clone(), None, Arc::new(LanguageTable::builtin()));
+    let bm25_only =
+        CodeSearchService::new(index_dir.clone(), None, Arc::new(LanguageTable::builtin()));
     let mut service = CodeSearchService::new(
         index_dir,
         Some(CodeSearchEmbedding { model, model_id }),

@@ -3,7 +3,8 @@
 //! (`[CLS] token [SEP]`), the outputs are centred and reduced with PCA, and each row is scaled
 //! by a weight that falls with the token's estimated frequency (SIF: `a / (a + p(token))`, with
 //! `p` from Zipf's law over the vocabulary's order, which for BERT's vocabulary is roughly by
-//! frequency). The choices of [`DistillOptions::default`] were made with `tabby eval`.
+//! frequency: single characters first, then words and word pieces). The choices of
+//! [`DistillOptions::default`] were made with `tabby eval` on the click set.
 //!
 //! Runs once, at download time, in well under two minutes on two cores: the ~30k three-token
 //! inputs go through the encoder in large packed batches. [`ensure_distilled`] is what
@@ -38,12 +39,18 @@ pub struct DistillOptions {
     pub weighting: TokenWeighting,
 }
 
+/// Measured with `tabby eval` (embedding leg, Recall@10 nl / completion; the leg compares sign
+/// bits): the weighting matters most (none 0.12 / 0.05, log-rank 0.23 / 0.09, SIF a = 1e-4
+/// 0.26 / 0.15, a = 1e-5 0.32 / 0.19, a = 1e-6 0.30 / 0.18); the token's own output beats the
+/// mean over `[CLS] token [SEP]` (0.32 / 0.19 against 0.27 / 0.15 with a = 1e-5); 256
+/// components are as good as 384 (0.32 / 0.16) and better than 128 (0.26 / 0.15), at two
+/// thirds of the size.
 impl Default for DistillOptions {
     fn default() -> Self {
         Self {
-            pooling: TokenPooling::Mean,
+            pooling: TokenPooling::Token,
             dimensions: Some(256),
-            weighting: TokenWeighting::Sif { a: 1e-4 },
+            weighting: TokenWeighting::Sif { a: 1e-5 },
         }
     }
 }
@@ -462,13 +469,9 @@ mod tests {
         let (table, d) = post_process(&raw, 3, &kept, &options);
         assert_eq!(d, 1);
         // Centred and projected: t·√2, up to sign.
-        for i in 0..20 {
+        for (i, value) in table[..20].iter().enumerate() {
             let expected = (i as f32 - 9.5) * std::f32::consts::SQRT_2;
-            assert!(
-                (table[i].abs() - expected.abs()).abs() < 1e-3,
-                "{i}: {}",
-                table[i]
-            );
+            assert!((value.abs() - expected.abs()).abs() < 1e-3, "{i}: {value}");
         }
         assert_eq!(table[20], 0.0);
     }

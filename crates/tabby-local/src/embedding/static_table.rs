@@ -186,12 +186,6 @@ impl StaticEmbedding {
     pub fn dimension(&self) -> usize {
         self.table.dimension
     }
-
-    /// Embeds on the calling thread (rayon over the texts); [`Embedding::embed`] runs this on
-    /// the model's own thread.
-    pub fn embed_blocking(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.table.embed(inputs)
-    }
 }
 
 impl Table {

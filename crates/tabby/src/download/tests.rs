@@ -382,3 +382,32 @@ fn selects_one_model_or_all() {
     let err = select_models(Some("StarCoder-1B")).unwrap_err().to_string();
     assert!(err.contains("TabbyML/Qwen2.5-Coder-0.5B-Instruct"), "{err}");
 }
+
+#[test]
+fn the_static_embedding_brings_the_encoder_it_is_distilled_from() {
+    let ids: Vec<&str> = select_models(Some("all-MiniLM-L6-v2-static"))
+        .unwrap()
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            registry::DEFAULT_EMBEDDING_MODEL,
+            registry::STATIC_EMBEDDING_MODEL
+        ]
+    );
+}
+
+#[test]
+fn the_static_embedding_needs_its_encoder_installed_first() {
+    let models = tempfile::tempdir().unwrap();
+    let spec = registry::find(registry::STATIC_EMBEDDING_MODEL).unwrap();
+    let mut source = FakeSource::default();
+    let err = install_model(spec, models.path(), &mut source).unwrap_err();
+    let message = format!("{err:#}");
+    assert!(message.contains("cannot distil"), "{message}");
+    assert!(message.contains("tabby download"), "{message}");
+    // Nothing was fetched: the table is derived, not downloaded.
+    assert!(source.fetched.is_empty(), "{:?}", source.fetched);
+}

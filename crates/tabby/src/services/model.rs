@@ -60,10 +60,13 @@ pub fn with_local_defaults(config: &ModelConfigGroup) -> ModelConfigGroup {
             .chat
             .clone()
             .or_else(|| local(registry::DEFAULT_CHAT_MODEL)),
+        // The static table distilled from MiniLM: `tabby eval` on click puts its fused recall
+        // close to MiniLM's (completion better, nl worse) at ~370x the indexing speed, which is
+        // what makes indexing a real repository practical on a CPU (README, Retrieval quality).
         embedding: config
             .embedding
             .clone()
-            .or_else(|| local(registry::DEFAULT_EMBEDDING_MODEL)),
+            .or_else(|| local(registry::STATIC_EMBEDDING_MODEL)),
     }
 }
 
