@@ -10,9 +10,8 @@
 
 mod chat;
 mod engine;
-mod int8;
 mod model;
-mod requantize;
+mod quant_matrix;
 #[cfg(test)]
 mod tests;
 mod tokenizer;
@@ -27,8 +26,6 @@ use serde::Deserialize;
 use tabby_inference::{CompletionOptions, CompletionStream, ModelError};
 
 pub use chat::LocalChat;
-pub use engine::Finish;
-pub use requantize::{RequantizeReport, requantize_for_cpu};
 pub use tokenizer::GgufTokenizer;
 
 use engine::{Engine, Generation, Piece};
@@ -44,8 +41,8 @@ pub const DEFAULT_CONTEXT_SIZE: usize = 4096;
 /// How a model is run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LlmConfig {
-    /// Requests generated at the same time; more queue in arrival order. On a CPU, 1 gives
-    /// each request all cores.
+    /// Requests computing at the same time. Concurrent requests take turns token by token in
+    /// arrival order either way; on a CPU, 1 gives every step all cores.
     pub parallelism: usize,
     /// Positions (prompt + generated tokens) a request can use; capped at the model's own.
     pub context_size: usize,
@@ -78,7 +75,7 @@ struct Templates {
     chat_template: Option<String>,
 }
 
-/// A loaded language model with its worker threads.
+/// A loaded language model with the inference pool its requests run on.
 pub struct LocalLlm {
     engine: Engine,
     prompt_template: Option<String>,
@@ -89,7 +86,8 @@ pub struct LocalLlm {
 }
 
 impl LocalLlm {
-    /// Loads `model_dir/model.gguf` (and `tabby.json` if present) and starts the workers.
+    /// Loads `model_dir/model.gguf` (and `tabby.json` if present) and starts its pool. Never
+    /// panics: a missing file names `tabby download`, a broken one says what is wrong.
     pub fn load(model_dir: &Path, config: &LlmConfig) -> Result<Self, LoadError> {
         let path = model_dir.join(MODEL_FILE);
         if !path.is_file() {
@@ -118,9 +116,15 @@ impl LocalLlm {
             .eos()
             .into_iter()
             .chain(
-                ["<|endoftext|>", "<|im_end|>", "<|fim_pad|>", "<|file_sep|>", "<|eot_id|>"]
-                    .iter()
-                    .filter_map(|t| tokenizer.token_id(t)),
+                [
+                    "<|endoftext|>",
+                    "<|im_end|>",
+                    "<|fim_pad|>",
+                    "<|file_sep|>",
+                    "<|eot_id|>",
+                ]
+                .iter()
+                .filter_map(|t| tokenizer.token_id(t)),
             )
             .collect();
         let engine = Engine::start(weights, tokenizer, config.parallelism)
@@ -155,6 +159,12 @@ impl LocalLlm {
         self.engine.parallelism()
     }
 
+    /// Requests queued or generating right now (a dropped stream stops counting within one
+    /// decoding step).
+    pub fn requests_in_flight(&self) -> usize {
+        self.engine.in_flight()
+    }
+
     /// The positions one request can use (prompt + generated tokens).
     pub fn context_size(&self) -> usize {
         self.engine.weights().max_positions
@@ -165,7 +175,11 @@ impl LocalLlm {
         self.engine.tokenizer()
     }
 
-    fn generate(&self, prompt: String, options: SamplingOptions) -> BoxStream<'static, Result<Piece, ModelError>> {
+    fn generate(
+        &self,
+        prompt: String,
+        options: SamplingOptions,
+    ) -> BoxStream<'static, Result<Piece, ModelError>> {
         self.engine.submit(Generation {
             prompt,
             max_tokens: options.max_tokens,
@@ -215,13 +229,15 @@ pub struct LocalCompletion {
 }
 
 impl LocalCompletion {
-    /// Loads the model in `model_dir` with `parallelism` workers.
+    /// Loads the model in `model_dir`; see [`LlmConfig::parallelism`].
     pub fn new(model_dir: &Path, parallelism: usize) -> Result<Self, LoadError> {
         let config = LlmConfig {
             parallelism,
             ..LlmConfig::default()
         };
-        Ok(Self::from_llm(Arc::new(LocalLlm::load(model_dir, &config)?)))
+        Ok(Self::from_llm(Arc::new(LocalLlm::load(
+            model_dir, &config,
+        )?)))
     }
 
     pub fn from_llm(llm: Arc<LocalLlm>) -> Self {

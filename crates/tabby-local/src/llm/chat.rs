@@ -40,7 +40,7 @@ pub struct LocalChat {
 }
 
 impl LocalChat {
-    /// Loads the model in `model_dir` with `parallelism` workers.
+    /// Loads the model in `model_dir`; see [`crate::llm::LlmConfig::parallelism`].
     pub fn new(model_dir: &Path, parallelism: usize) -> Result<Self, LoadError> {
         let config = LlmConfig {
             parallelism,
@@ -295,7 +295,10 @@ fn render_chatml(
             }
             M::Tool(m) => turn(
                 "user",
-                &format!("<tool_response>\n{}\n</tool_response>", tool_text(&m.content)),
+                &format!(
+                    "<tool_response>\n{}\n</tool_response>",
+                    tool_text(&m.content)
+                ),
             ),
             M::Function(m) => turn(
                 "user",
@@ -387,9 +390,7 @@ fn default_system_message(template: &str) -> Option<String> {
     let mut rest = template;
     while let Some(at) = rest.find(OPEN) {
         rest = &rest[at + OPEN.len()..];
-        let body = rest
-            .strip_prefix("\\n")
-            .or_else(|| rest.strip_prefix('\n'));
+        let body = rest.strip_prefix("\\n").or_else(|| rest.strip_prefix('\n'));
         let Some(body) = body else { continue };
         let Some(end) = body.find(CLOSE) else { break };
         let literal = &body[..end];
@@ -432,11 +433,15 @@ mod tests {
 
     #[test]
     fn renders_chatml_with_default_system() {
-        let assistant = ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
-            content: Some(ChatCompletionRequestAssistantMessageContent::Text("Hello".into())),
-            ..Default::default()
-        });
-        let prompt = render_chatml(&[user("Hi"), assistant, user("Bye")], Some("Be brief.")).unwrap();
+        let assistant =
+            ChatCompletionRequestMessage::Assistant(ChatCompletionRequestAssistantMessage {
+                content: Some(ChatCompletionRequestAssistantMessageContent::Text(
+                    "Hello".into(),
+                )),
+                ..Default::default()
+            });
+        let prompt =
+            render_chatml(&[user("Hi"), assistant, user("Bye")], Some("Be brief.")).unwrap();
         assert_eq!(
             prompt,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n\
@@ -460,7 +465,10 @@ mod tests {
 
     #[test]
     fn empty_conversation_is_rejected() {
-        assert!(matches!(render_chatml(&[], None), Err(ModelError::InvalidRequest(_))));
+        assert!(matches!(
+            render_chatml(&[], None),
+            Err(ModelError::InvalidRequest(_))
+        ));
     }
 
     #[test]
@@ -472,7 +480,10 @@ mod tests {
             Some("You are Qwen, created by Alibaba Cloud. You are a helpful assistant.")
         );
         let smol = "{{ '<|im_start|>system\nYou are SmolLM<|im_end|>\n' }}{{'<|im_start|>' + message['role'] + '\n' }}";
-        assert_eq!(default_system_message(smol).as_deref(), Some("You are SmolLM"));
+        assert_eq!(
+            default_system_message(smol).as_deref(),
+            Some("You are SmolLM")
+        );
         assert_eq!(default_system_message("{{ '<|im_start|>' + role }}"), None);
     }
 

@@ -9,6 +9,7 @@
 
 use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use candle_core::Tensor;
@@ -68,6 +69,29 @@ struct Model {
     tokenizer: GgufTokenizer,
     /// Weak: a request left in flight must not keep the pool alive after the engine is gone.
     pool: Weak<InferencePool>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// The channel of one request, and its place in the in-flight count until its chain of jobs
+/// ends, however it ends (finished, failed, cancelled, pool gone).
+struct Request {
+    tx: Sender,
+    _in_flight: InFlight,
+}
+
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Engine {
@@ -81,6 +105,7 @@ impl Engine {
             weights,
             tokenizer,
             pool: Arc::downgrade(&pool),
+            in_flight: Arc::new(AtomicUsize::new(0)),
         });
         Ok(Self { pool, model })
     }
@@ -98,13 +123,22 @@ impl Engine {
         &self.model.weights
     }
 
+    /// Requests queued or generating.
+    pub fn in_flight(&self) -> usize {
+        self.model.in_flight.load(Ordering::SeqCst)
+    }
+
     /// Queues `generation`; the stream yields text pieces and ends with [`Piece::End`], or
     /// with one `Err`.
     pub fn submit(&self, generation: Generation) -> BoxStream<'static, Result<Piece, ModelError>> {
         // Unbounded: a client that stops reading must never block a pool thread; what it can
         // pile up is bounded by max_tokens.
         let (tx, rx) = mpsc::unbounded_channel();
-        schedule(self.model.clone(), Task::Start(generation), tx);
+        let request = Request {
+            tx,
+            _in_flight: InFlight::new(&self.model.in_flight),
+        };
+        schedule(self.model.clone(), Task::Start(generation), request);
         Box::pin(futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
         }))
@@ -112,13 +146,13 @@ impl Engine {
 }
 
 /// Queues the next job of a request.
-fn schedule(model: Arc<Model>, task: Task, tx: Sender) {
+fn schedule(model: Arc<Model>, task: Task, request: Request) {
     let Some(pool) = model.pool.upgrade() else {
-        let _ = tx.send(Err(stopped()));
+        let _ = request.tx.send(Err(stopped()));
         return;
     };
-    let failed = tx.clone();
-    if pool.spawn(move || run(model, task, tx)).is_err() {
+    let failed = request.tx.clone();
+    if pool.spawn(move || run(model, task, request)).is_err() {
         let _ = failed.send(Err(stopped()));
     }
 }
@@ -128,19 +162,19 @@ fn stopped() -> ModelError {
 }
 
 /// One job: advances `task` by one step and queues the next.
-fn run(model: Arc<Model>, task: Task, tx: Sender) {
-    if tx.is_closed() {
+fn run(model: Arc<Model>, task: Task, request: Request) {
+    if request.tx.is_closed() {
         return;
     }
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| task.step(&model, &tx)));
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| task.step(&model, &request.tx)));
     let error = match outcome {
-        Ok(Ok(Some(next))) => return schedule(model, next, tx),
+        Ok(Ok(Some(next))) => return schedule(model, next, request),
         Ok(Ok(None)) => return,
         Ok(Err(e)) => e,
         Err(_) => ModelError::Backend("the local model crashed on this request".into()),
     };
     tracing::warn!("local generation failed: {error}");
-    let _ = tx.send(Err(error));
+    let _ = request.tx.send(Err(error));
 }
 
 enum Task {
@@ -242,7 +276,10 @@ impl Active {
             self.read = end;
             return Ok(true);
         }
-        let logits = self.logits.take().expect("logits follow every forward pass");
+        let logits = self
+            .logits
+            .take()
+            .expect("logits follow every forward pass");
         let next = if self.presence_penalty != 0.0 && !self.seen.is_empty() {
             let (seen, penalty) = (&self.seen, self.presence_penalty);
             self.sampler.sample_f(&logits, |l| {

@@ -1,23 +1,24 @@
 //! The decoder-only transformer of a GGUF file (architectures `qwen2` and `llama`), written on
 //! candle's tensor ops and quantized matmuls.
 //!
-//! Not `candle_transformers::models::quantized_{qwen2,llama}`, for three reasons: those
-//! dequantize the token embedding to F32 (~545 MB for Qwen2.5's 151,936 × 896 table; here rows
-//! are dequantized on lookup), they grow the KV cache with a copy per token, and they expand
-//! grouped KV heads with a copy per layer. Weights are shared ([`Weights`], read-only, behind
-//! an `Arc`); everything that changes per request lives in a [`Session`].
+//! Not `candle_transformers::models::quantized_{qwen2,llama}`: those dequantize the token
+//! embedding to F32 (~545 MB for Qwen2.5's 151,936 × 896 table; here rows are dequantized on
+//! lookup), grow the KV cache with a copy per token, expand grouped KV heads with a copy per
+//! layer, and leave Q5_0 / Q8_0 products to candle's slow paths (here they run on
+//! `quant_matrix`; other types, e.g. the K-quants of `ffn_down`, stay on candle's kernels).
+//! Weights are shared ([`Weights`], read-only); everything that changes per request lives in a
+//! [`Session`].
 
 use std::fs::File;
 use std::io::BufReader;
 use std::path::Path;
 use std::sync::Arc;
 
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor, ggml_file, gguf_file};
+use candle_core::quantized::{QMatMul, QTensor, gguf_file};
 use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::kv_cache::KvCache;
 
-use super::int8::Int8Matrix;
-use super::requantize::to_cpu_friendly;
+use super::quant_matrix::QuantMatrix;
 
 type Result<T> = candle_core::Result<T>;
 
@@ -32,7 +33,7 @@ enum Rope {
 /// The shape of the network, from `<arch>.*` metadata.
 #[derive(Clone, Debug)]
 pub struct ModelConfig {
-        pub n_layer: usize,
+    pub n_layer: usize,
     pub n_head: usize,
     pub n_kv_head: usize,
     pub head_dim: usize,
@@ -104,23 +105,38 @@ impl ModelConfig {
     }
 }
 
-/// A weight matrix: Q8_0 (and converted Q5_0) on our int8 kernels, other types on candle's.
+/// A weight matrix as read from the file: already in our kernels' layout, or a candle tensor.
+enum Weight {
+    Quant(QuantMatrix),
+    Other(QTensor),
+}
+
+impl Weight {
+    fn rows(&self) -> Result<usize> {
+        match self {
+            Weight::Quant(m) => Ok(m.rows()),
+            Weight::Other(t) => Ok(t.shape().dims2()?.0),
+        }
+    }
+}
+
+/// A weight matrix: Q8_0 and Q5_0 on our kernels (`quant_matrix`), other types on candle's.
 enum Linear {
-    Int8(Int8Matrix),
+    Quant(QuantMatrix),
     Candle(QMatMul),
 }
 
 impl Linear {
-    fn new(tensor: QTensor) -> Result<Self> {
-        match Int8Matrix::from_qtensor(&tensor)? {
-            Some(m) => Ok(Self::Int8(m)),
-            None => Ok(Self::Candle(QMatMul::from_qtensor(tensor)?)),
+    fn new(weight: Weight) -> Result<Self> {
+        match weight {
+            Weight::Quant(m) => Ok(Self::Quant(m)),
+            Weight::Other(t) => Ok(Self::Candle(QMatMul::from_qtensor(t)?)),
         }
     }
 
     fn shared(tensor: Arc<QTensor>) -> Result<Self> {
-        match Int8Matrix::from_qtensor(&tensor)? {
-            Some(m) => Ok(Self::Int8(m)),
+        match QuantMatrix::from_qtensor(&tensor)? {
+            Some(m) => Ok(Self::Quant(m)),
             None => Ok(Self::Candle(QMatMul::from_arc(tensor)?)),
         }
     }
@@ -128,7 +144,7 @@ impl Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let m = match self {
             Self::Candle(q) => return q.forward(x),
-            Self::Int8(m) => m,
+            Self::Quant(m) => m,
         };
         let k = x.dim(D::Minus1)?;
         if k != m.columns() {
@@ -144,25 +160,94 @@ impl Linear {
     }
 }
 
-/// Query, key and value projections: one matmul over the rows of all three when they share a
-/// quantization type (fewer passes over the activations), else three.
-enum Qkv {
-    Fused { w: Linear, bias: Option<Tensor> },
-    Separate([(Linear, Option<Tensor>); 3]),
+/// Projections of the same input (query/key/value, gate/up): one product over the stacked
+/// rows when our kernels take all of them (one pass over the input, one dispatch), else one
+/// product each. Each part may have a bias.
+struct Projections {
+    fused: Option<Linear>,
+    separate: Vec<Linear>,
+    widths: Vec<usize>,
+    biases: Vec<Option<Tensor>>,
 }
 
-/// The MLP's gate and up projections, fused the same way as [`Qkv`].
-enum GateUp {
-    Fused(Linear),
-    Separate(Linear, Linear),
+impl Projections {
+    fn new(weights: Vec<Weight>, biases: Vec<Option<Tensor>>) -> Result<Self> {
+        let widths = weights
+            .iter()
+            .map(Weight::rows)
+            .collect::<Result<Vec<_>>>()?;
+        if weights.iter().all(|w| matches!(w, Weight::Quant(_))) {
+            let quant = weights
+                .into_iter()
+                .filter_map(|w| match w {
+                    Weight::Quant(m) => Some(m),
+                    Weight::Other(_) => None,
+                })
+                .collect::<Vec<_>>();
+            // Parts that cannot stack (odd row counts) are rare enough to stay unfused.
+            return match QuantMatrix::stack_or_return(quant) {
+                Ok(stacked) => Ok(Self {
+                    fused: Some(Linear::Quant(stacked)),
+                    separate: Vec::new(),
+                    widths,
+                    biases,
+                }),
+                Err(parts) => Ok(Self {
+                    fused: None,
+                    separate: parts.into_iter().map(Linear::Quant).collect(),
+                    widths,
+                    biases,
+                }),
+            };
+        }
+        Ok(Self {
+            fused: None,
+            separate: weights
+                .into_iter()
+                .map(Linear::new)
+                .collect::<Result<_>>()?,
+            widths,
+            biases,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Vec<Tensor>> {
+        let parts = match &self.fused {
+            Some(w) => {
+                let y = w.forward(x)?;
+                let mut start = 0;
+                let mut parts = Vec::with_capacity(self.widths.len());
+                for &width in &self.widths {
+                    parts.push(y.narrow(D::Minus1, start, width)?);
+                    start += width;
+                }
+                parts
+            }
+            None => self
+                .separate
+                .iter()
+                .map(|w| w.forward(x))
+                .collect::<Result<_>>()?,
+        };
+        parts
+            .into_iter()
+            .zip(&self.biases)
+            .map(|(y, b)| match b {
+                Some(b) => y.broadcast_add(b),
+                None => Ok(y),
+            })
+            .collect()
+    }
 }
 
 struct Layer {
     attn_norm: Tensor,
-    qkv: Qkv,
+    /// Query, key, value.
+    qkv: Projections,
     attn_output: Linear,
     ffn_norm: Tensor,
-    gate_up: GateUp,
+    /// Gate, up.
+    gate_up: Projections,
     ffn_down: Linear,
 }
 
@@ -183,6 +268,9 @@ pub struct Weights {
 pub struct GgufFile {
     pub content: gguf_file::Content,
     reader: BufReader<File>,
+    /// Raw bytes of the tensor being converted, reused so that loading does not leave a trail
+    /// of freed buffers in the heap (peak memory).
+    scratch: Vec<u8>,
 }
 
 impl GgufFile {
@@ -191,20 +279,44 @@ impl GgufFile {
         let mut reader = BufReader::new(file);
         let content =
             gguf_file::Content::read(&mut reader).map_err(|e| format!("not a GGUF file: {e}"))?;
-        Ok(Self { content, reader })
+        Ok(Self {
+            content,
+            reader,
+            scratch: Vec::new(),
+        })
     }
 
     fn tensor(&mut self, name: &str) -> Result<QTensor> {
         self.content.tensor(&mut self.reader, name, &Device::Cpu)
     }
 
-    fn has(&self, name: &str) -> bool {
-        self.content.tensor_infos.contains_key(name)
+    /// A matrix, converted for our kernels straight from the file's bytes when they take it.
+    fn weight(&mut self, name: &str) -> Result<Weight> {
+        use std::io::{Read, Seek, SeekFrom};
+        let Some(info) = self.content.tensor_infos.get(name) else {
+            candle_core::bail!("cannot find tensor {name}");
+        };
+        if !QuantMatrix::takes(info.ggml_dtype) {
+            return Ok(Weight::Other(self.tensor(name)?));
+        }
+        let (n, k) = info.shape.dims2()?;
+        let dtype = info.ggml_dtype;
+        let size = n * k / dtype.block_size() * dtype.type_size();
+        self.scratch.resize(size, 0);
+        self.reader.seek(SeekFrom::Start(
+            self.content.tensor_data_offset + info.offset,
+        ))?;
+        self.reader.read_exact(&mut self.scratch)?;
+        Ok(Weight::Quant(QuantMatrix::from_gguf_data(
+            dtype,
+            n,
+            k,
+            &self.scratch,
+        )?))
     }
 
-    /// A matmul weight, Q5_0 converted to Q8_0 (see `requantize`).
-    fn matmul_weight(&mut self, name: &str) -> Result<QTensor> {
-        Ok(to_cpu_friendly(self.tensor(name)?)?.0)
+    fn has(&self, name: &str) -> bool {
+        self.content.tensor_infos.contains_key(name)
     }
 
     fn vector(&mut self, name: &str) -> Result<Tensor> {
@@ -219,60 +331,47 @@ impl Weights {
         Self::load_tensors(file, config, max_positions).map_err(|e| e.to_string())
     }
 
-    fn load_tensors(file: &mut GgufFile, config: ModelConfig, max_positions: usize) -> Result<Self> {
+    fn load_tensors(
+        file: &mut GgufFile,
+        config: ModelConfig,
+        max_positions: usize,
+    ) -> Result<Self> {
         let token_embd = Arc::new(file.tensor("token_embd.weight")?);
         let output = if file.has("output.weight") {
-            Linear::new(file.matmul_weight("output.weight")?)?
+            Linear::new(file.weight("output.weight")?)?
         } else {
             // Tied embeddings: the same table projects back onto the vocabulary.
-            match token_embd.dtype() {
-                GgmlDType::Q5_0 => Linear::new(file.matmul_weight("token_embd.weight")?)?,
-                _ => Linear::shared(token_embd.clone())?,
-            }
+            Linear::shared(token_embd.clone())?
         };
         let mut layers = Vec::with_capacity(config.n_layer);
         for i in 0..config.n_layer {
             let p = format!("blk.{i}");
-            let bias = |file: &mut GgufFile, name: &str| -> Result<Option<Tensor>> {
+            let mut weights = |names: &[&str]| -> Result<Vec<Weight>> {
+                names
+                    .iter()
+                    .map(|n| file.weight(&format!("{p}.{n}.weight")))
+                    .collect()
+            };
+            let qkv = weights(&["attn_q", "attn_k", "attn_v"])?;
+            let gate_up = weights(&["ffn_gate", "ffn_up"])?;
+            let attn_output = Linear::new(file.weight(&format!("{p}.attn_output.weight"))?)?;
+            let ffn_down = Linear::new(file.weight(&format!("{p}.ffn_down.weight"))?)?;
+            let mut qkv_biases = Vec::new();
+            for name in ["attn_q", "attn_k", "attn_v"] {
                 let name = format!("{p}.{name}.bias");
-                if file.has(&name) {
-                    Ok(Some(file.vector(&name)?))
+                qkv_biases.push(if file.has(&name) {
+                    Some(file.vector(&name)?)
                 } else {
-                    Ok(None)
-                }
-            };
-            let q = file.matmul_weight(&format!("{p}.attn_q.weight"))?;
-            let k = file.matmul_weight(&format!("{p}.attn_k.weight"))?;
-            let v = file.matmul_weight(&format!("{p}.attn_v.weight"))?;
-            let (bq, bk, bv) = (bias(file, "attn_q")?, bias(file, "attn_k")?, bias(file, "attn_v")?);
-            let qkv = match concat_rows(&[&q, &k, &v])? {
-                Some(w) => {
-                    let bias = match (bq, bk, bv) {
-                        (Some(bq), Some(bk), Some(bv)) => Some(Tensor::cat(&[bq, bk, bv], 0)?),
-                        (None, None, None) => None,
-                        _ => candle_core::bail!("{p}: only some of q/k/v have a bias"),
-                    };
-                    Qkv::Fused { w: Linear::new(w)?, bias }
-                }
-                None => Qkv::Separate([
-                    (Linear::new(q)?, bq),
-                    (Linear::new(k)?, bk),
-                    (Linear::new(v)?, bv),
-                ]),
-            };
-            let gate = file.matmul_weight(&format!("{p}.ffn_gate.weight"))?;
-            let up = file.matmul_weight(&format!("{p}.ffn_up.weight"))?;
-            let gate_up = match concat_rows(&[&gate, &up])? {
-                Some(w) => GateUp::Fused(Linear::new(w)?),
-                None => GateUp::Separate(Linear::new(gate)?, Linear::new(up)?),
-            };
+                    None
+                });
+            }
             layers.push(Layer {
                 attn_norm: file.vector(&format!("{p}.attn_norm.weight"))?,
-                qkv,
-                attn_output: Linear::new(file.matmul_weight(&format!("{p}.attn_output.weight"))?)?,
+                qkv: Projections::new(qkv, qkv_biases)?,
+                attn_output,
                 ffn_norm: file.vector(&format!("{p}.ffn_norm.weight"))?,
-                gate_up,
-                ffn_down: Linear::new(file.matmul_weight(&format!("{p}.ffn_down.weight"))?)?,
+                gate_up: Projections::new(gate_up, vec![None, None])?,
+                ffn_down,
             });
         }
         let max_positions = max_positions.clamp(1, config.context_length.max(1));
@@ -307,34 +406,16 @@ impl Weights {
         let cos = self.cos.narrow(0, pos, t)?;
         let sin = self.sin.narrow(0, pos, t)?;
         let n_rep = c.n_head / c.n_kv_head;
-        let (q_width, kv_width) = (c.n_head * c.head_dim, c.n_kv_head * c.head_dim);
+        let q_width = c.n_head * c.head_dim;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
 
         for (layer, cache) in self.layers.iter().zip(session.caches.iter_mut()) {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, c.rms_eps as f32)?;
-            let (q, k, v) = match &layer.qkv {
-                Qkv::Fused { w, bias } => {
-                    let mut qkv = w.forward(&h)?;
-                    if let Some(b) = bias {
-                        qkv = qkv.broadcast_add(b)?;
-                    }
-                    (
-                        qkv.narrow(D::Minus1, 0, q_width)?,
-                        qkv.narrow(D::Minus1, q_width, kv_width)?,
-                        qkv.narrow(D::Minus1, q_width + kv_width, kv_width)?,
-                    )
-                }
-                Qkv::Separate(parts) => {
-                    let project = |(w, b): &(Linear, Option<Tensor>)| -> Result<Tensor> {
-                        let y = w.forward(&h)?;
-                        match b {
-                            Some(b) => y.broadcast_add(b),
-                            None => Ok(y),
-                        }
-                    };
-                    (project(&parts[0])?, project(&parts[1])?, project(&parts[2])?)
-                }
-            };
+            let [q, k, v]: [Tensor; 3] = layer
+                .qkv
+                .forward(&h)?
+                .try_into()
+                .map_err(|_| candle_core::Error::Msg("three projections expected".into()))?;
             let heads = |x: Tensor, n: usize| -> Result<Tensor> {
                 x.contiguous()?
                     .reshape((1, t, n, c.head_dim))?
@@ -367,18 +448,12 @@ impl Weights {
             x = (layer.attn_output.forward(&y)? + x)?;
 
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, c.rms_eps as f32)?;
-            let mlp = match &layer.gate_up {
-                GateUp::Fused(w) => {
-                    let gu = w.forward(&h)?;
-                    let width = gu.dim(D::Minus1)? / 2;
-                    let gate = gu.narrow(D::Minus1, 0, width)?;
-                    let up = gu.narrow(D::Minus1, width, width)?;
-                    (candle_nn::ops::silu(&gate)? * up)?
-                }
-                GateUp::Separate(gate, up) => {
-                    (candle_nn::ops::silu(&gate.forward(&h)?)? * up.forward(&h)?)?
-                }
-            };
+            let [gate, up]: [Tensor; 2] = layer
+                .gate_up
+                .forward(&h)?
+                .try_into()
+                .map_err(|_| candle_core::Error::Msg("two projections expected".into()))?;
+            let mlp = (candle_nn::ops::silu(&gate)? * up)?;
             x = (layer.ffn_down.forward(&mlp)? + x)?;
         }
         session.len += t;
@@ -411,35 +486,6 @@ const KV_CACHE_CHUNK: usize = 512;
 pub struct Session {
     caches: Vec<KvCache>,
     len: usize,
-}
-
-/// Stacks the rows of same-typed matrices with the same input width into one matrix; `None`
-/// when their types or widths differ. Quantized rows are independent runs of blocks, so this is
-/// a byte concatenation.
-fn concat_rows(parts: &[&QTensor]) -> Result<Option<QTensor>> {
-    let dtype = parts[0].dtype();
-    let (_, k) = parts[0].shape().dims2()?;
-    let mut rows = 0;
-    for p in parts {
-        let (n, pk) = p.shape().dims2()?;
-        if p.dtype() != dtype || pk != k {
-            return Ok(None);
-        }
-        rows += n;
-    }
-    if matches!(dtype, GgmlDType::F32 | GgmlDType::F16 | GgmlDType::BF16) {
-        return Ok(None);
-    }
-    let mut data = Vec::new();
-    for p in parts {
-        data.extend_from_slice(&p.data()?);
-    }
-    Ok(Some(ggml_file::qtensor_from_ggml(
-        dtype,
-        &data,
-        vec![rows, k],
-        &Device::Cpu,
-    )?))
 }
 
 fn rope_tables(head_dim: usize, base: f32, positions: usize) -> Result<(Tensor, Tensor)> {

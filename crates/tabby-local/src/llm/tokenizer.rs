@@ -33,15 +33,17 @@ pub struct GgufTokenizer {
     tokenizer: Tokenizer,
     /// The bytes each id stands for; empty for control tokens, which never reach the output.
     token_bytes: Vec<Vec<u8>>,
-    ids_by_text: HashMap<String, u32>,
     eos: Option<u32>,
 }
 
 impl GgufTokenizer {
     /// Builds the tokenizer from the GGUF metadata of `content`.
-    pub fn from_gguf(content: &gguf_file::Content) -> Result<Self, String> {
+    pub(crate) fn from_gguf(content: &gguf_file::Content) -> Result<Self, String> {
         let md = &content.metadata;
-        let get = |key: &str| md.get(key).ok_or_else(|| format!("metadata has no `{key}`"));
+        let get = |key: &str| {
+            md.get(key)
+                .ok_or_else(|| format!("metadata has no `{key}`"))
+        };
         let model = get("tokenizer.ggml.model")?
             .to_string()
             .map_err(|e| e.to_string())?;
@@ -62,7 +64,9 @@ impl GgufTokenizer {
             None => vec![TOKEN_TYPE_NORMAL; tokens.len()],
         };
         if token_types.len() != tokens.len() {
-            return Err("tokenizer.ggml.token_type and tokenizer.ggml.tokens differ in length".into());
+            return Err(
+                "tokenizer.ggml.token_type and tokenizer.ggml.tokens differ in length".into(),
+            );
         }
         let pre = match md.get("tokenizer.ggml.pre") {
             Some(v) => v.to_string().map_err(|e| e.to_string())?.clone(),
@@ -105,13 +109,19 @@ impl GgufTokenizer {
         for (token, &kind) in tokens.iter().zip(token_types) {
             match kind {
                 TOKEN_TYPE_CONTROL => special.push(AddedToken::from(token.clone(), true)),
-                TOKEN_TYPE_USER_DEFINED => user_defined.push(AddedToken::from(token.clone(), false)),
+                TOKEN_TYPE_USER_DEFINED => {
+                    user_defined.push(AddedToken::from(token.clone(), false))
+                }
                 _ => {}
             }
         }
         let added = |e: tokenizers::Error| format!("cannot add special tokens: {e}");
-        tokenizer.add_special_tokens(special.into_iter().map(|t| t.normalized(false))).map_err(added)?;
-        tokenizer.add_tokens(user_defined.into_iter().map(|t| t.normalized(false))).map_err(added)?;
+        tokenizer
+            .add_special_tokens(special.into_iter().map(|t| t.normalized(false)))
+            .map_err(added)?;
+        tokenizer
+            .add_tokens(user_defined.into_iter().map(|t| t.normalized(false)))
+            .map_err(added)?;
 
         let char_to_byte = byte_level_decoding_table();
         let token_bytes = tokens
@@ -133,15 +143,9 @@ impl GgufTokenizer {
                     .collect(),
             })
             .collect();
-        let ids_by_text = tokens
-            .iter()
-            .enumerate()
-            .map(|(id, t)| (t.clone(), id as u32))
-            .collect();
         Ok(Self {
             tokenizer,
             token_bytes,
-            ids_by_text,
             eos,
         })
     }
@@ -157,7 +161,7 @@ impl GgufTokenizer {
 
     /// The id of a token by its exact text, e.g. `<|endoftext|>`.
     pub fn token_id(&self, text: &str) -> Option<u32> {
-        self.ids_by_text.get(text).copied()
+        self.tokenizer.token_to_id(text)
     }
 
     /// The GGUF's end-of-sequence id (`tokenizer.ggml.eos_token_id`).
@@ -166,7 +170,7 @@ impl GgufTokenizer {
     }
 
     /// The raw bytes of `id`; empty for control tokens and ids out of range.
-    pub fn bytes(&self, id: u32) -> &[u8] {
+    pub(crate) fn bytes(&self, id: u32) -> &[u8] {
         self.token_bytes
             .get(id as usize)
             .map(Vec::as_slice)
@@ -186,7 +190,8 @@ impl GgufTokenizer {
 /// llama.cpp (what upstream Tabby runs) keeps greedy output identical token for token. The two
 /// differ only on text in decomposed Unicode form.
 fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper, String> {
-    let byte_level = |use_regex| PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, false, use_regex));
+    let byte_level =
+        |use_regex| PreTokenizerWrapper::ByteLevel(ByteLevel::new(false, false, use_regex));
     let split = |pattern: &str| -> Result<PreTokenizerWrapper, String> {
         Split::new(
             SplitPattern::Regex(pattern.to_string()),
@@ -198,7 +203,9 @@ fn pre_tokenizer(pre: &str) -> Result<PreTokenizerWrapper, String> {
     };
     let sequence = |parts| PreTokenizerWrapper::Sequence(Sequence::new(parts));
     match pre {
-        "qwen2" | "deepseek-r1-qwen" => Ok(sequence(vec![split(QWEN2_PATTERN)?, byte_level(false)])),
+        "qwen2" | "deepseek-r1-qwen" => {
+            Ok(sequence(vec![split(QWEN2_PATTERN)?, byte_level(false)]))
+        }
         "llama3" | "llama-v3" | "llama-bpe" => {
             Ok(sequence(vec![split(LLAMA3_PATTERN)?, byte_level(false)]))
         }
