@@ -102,10 +102,10 @@ fn resolve<'r>(repo: &'r git2::Repository, name: &str) -> anyhow::Result<git2::C
         format!("refs/tags/{name}"),
     ];
     for candidate in &candidates {
-        if let Ok(object) = repo.revparse_single(candidate) {
-            if let Ok(commit) = object.peel_to_commit() {
-                return Ok(commit);
-            }
+        if let Ok(object) = repo.revparse_single(candidate)
+            && let Ok(commit) = object.peel_to_commit()
+        {
+            return Ok(commit);
         }
     }
     bail!("ref {name:?} not found")
@@ -126,13 +126,14 @@ pub fn snapshots(repo_dir: &Path, refs: &[String]) -> anyhow::Result<Vec<RefSnap
         let tree = commit.tree()?;
         let mut files = Vec::new();
         tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
-            if entry.kind() == Some(git2::ObjectType::Blob) && entry.filemode() != 0o120000 {
-                if let Ok(name) = entry.name() {
-                    files.push(TreeFile {
-                        path: format!("{dir}{name}"),
-                        blob: entry.id(),
-                    });
-                }
+            if entry.kind() == Some(git2::ObjectType::Blob)
+                && entry.filemode() != 0o120000
+                && let Ok(name) = entry.name()
+            {
+                files.push(TreeFile {
+                    path: format!("{dir}{name}"),
+                    blob: entry.id(),
+                });
             }
             git2::TreeWalkResult::Ok
         })?;

@@ -494,10 +494,10 @@ impl CodeIndexer {
         let mut stale = HashSet::new();
         for address in searcher.search(&query, &DocSetCollector)? {
             let doc: TantivyDocument = searcher.doc(address)?;
-            if let Some(id) = doc.get_first(schema.field_id).and_then(|v| v.as_str()) {
-                if !expected.contains(id) {
-                    stale.insert(id.to_string());
-                }
+            if let Some(id) = doc.get_first(schema.field_id).and_then(|v| v.as_str())
+                && !expected.contains(id)
+            {
+                stale.insert(id.to_string());
             }
         }
         for id in &stale {

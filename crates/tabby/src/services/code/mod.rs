@@ -299,23 +299,20 @@ pub struct Fused {
 /// Reciprocal Rank Fusion of the two legs, best first (ties by document address).
 pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
     let mut merged: HashMap<DocAddress, CodeSearchScores> = HashMap::new();
-    for (rank, (score, address)) in bm25.iter().enumerate() {
-        let entry = merged.entry(*address).or_insert(CodeSearchScores {
-            rrf: 0.0,
-            bm25: 0.0,
-            embedding: 0.0,
-        });
-        entry.rrf += 1.0 / (RRF_K + rank as f32 + 1.0);
-        entry.bm25 = *score;
-    }
-    for (rank, (score, address)) in embedding.iter().enumerate() {
-        let entry = merged.entry(*address).or_insert(CodeSearchScores {
-            rrf: 0.0,
-            bm25: 0.0,
-            embedding: 0.0,
-        });
-        entry.rrf += 1.0 / (RRF_K + rank as f32 + 1.0);
-        entry.embedding = *score;
+    let legs: [(&LegHits, fn(&mut CodeSearchScores, f32)); 2] = [
+        (bm25, |s, v| s.bm25 = v),
+        (embedding, |s, v| s.embedding = v),
+    ];
+    for (hits, set_raw_score) in legs {
+        for (rank, (score, address)) in hits.iter().enumerate() {
+            let entry = merged.entry(*address).or_insert(CodeSearchScores {
+                rrf: 0.0,
+                bm25: 0.0,
+                embedding: 0.0,
+            });
+            entry.rrf += 1.0 / (RRF_K + rank as f32 + 1.0);
+            set_raw_score(entry, *score);
+        }
     }
     let mut fused: Vec<Fused> = merged
         .into_iter()
