@@ -209,6 +209,17 @@ impl CodeSearchParams {
         }
     }
 
+    /// Every candidate passes: for ranking experiments and interactive search.
+    pub fn without_thresholds(num_to_return: usize, num_to_score: usize) -> Self {
+        Self {
+            min_embedding_score: f32::NEG_INFINITY,
+            min_bm25_score: f32::NEG_INFINITY,
+            min_rrf_score: f32::NEG_INFINITY,
+            num_to_return,
+            num_to_score,
+        }
+    }
+
     pub fn answer_default() -> Self {
         Self {
             min_embedding_score: 0.5,

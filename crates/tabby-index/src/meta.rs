@@ -48,6 +48,13 @@ fn meta_path(dir: &Path) -> PathBuf {
     dir.join(META_FILE)
 }
 
+/// When the metadata was last written (cheap: no read or parse).
+pub fn meta_modified(dir: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(meta_path(dir))
+        .and_then(|m| m.modified())
+        .ok()
+}
+
 pub fn read_meta(dir: &Path) -> Option<IndexMeta> {
     let text = std::fs::read_to_string(meta_path(dir)).ok()?;
     serde_json::from_str(&text).ok()

@@ -131,41 +131,18 @@ pub async fn search(
     let repos = configured_repositories(&config);
     let sources: Vec<String> = match &repo {
         Some(wanted) => {
-            let allowed = tabby_common::api::code::AllowedCodeRepository {
-                list: repos
-                    .iter()
-                    .map(|r| tabby_common::api::code::CodeRepository {
-                        git_url: r.git_url.clone(),
-                        source_id: r.source_id.clone(),
-                    })
-                    .collect(),
-            };
-            let found = repos
-                .iter()
-                .find(|r| &r.git_url == wanted || &r.source_id == wanted)
-                .map(|r| r.source_id.clone())
-                .or_else(|| allowed.closest_match(wanted).map(|r| r.source_id.clone()))
-                .or_else(|| {
-                    repos
-                        .iter()
-                        .find(|r| {
-                            tabby_common::git_url::GitUrl::parse(&r.git_url)
-                                .is_some_and(|u| u.name() == wanted)
-                        })
-                        .map(|r| r.source_id.clone())
-                });
-            vec![found.with_context(|| format!("no configured repository matches {wanted:?}"))?]
+            let found = repos.iter().find(|r| indexing::matches(r, wanted));
+            vec![
+                found
+                    .with_context(|| format!("no configured repository matches {wanted:?}"))?
+                    .source_id
+                    .clone(),
+            ]
         }
         None => repos.iter().map(|r| r.source_id.clone()).collect(),
     };
     // Interactive search ranks every candidate and shows the scores: no thresholds.
-    let params = tabby_common::config::CodeSearchParams {
-        min_embedding_score: f32::NEG_INFINITY,
-        min_bm25_score: f32::NEG_INFINITY,
-        min_rrf_score: f32::NEG_INFINITY,
-        num_to_return: limit,
-        num_to_score: limit.max(100),
-    };
+    let params = tabby_common::config::CodeSearchParams::without_thresholds(limit, limit.max(100));
     let hits = service
         .search_repositories(&query, &sources, language.as_deref(), None, &params)
         .await

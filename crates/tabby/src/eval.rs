@@ -249,13 +249,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
                 options.config.answer.code_search_params.clone()
             }
         } else {
-            CodeSearchParams {
-                min_embedding_score: f32::NEG_INFINITY,
-                min_bm25_score: f32::NEG_INFINITY,
-                min_rrf_score: f32::NEG_INFINITY,
-                num_to_return: K,
-                num_to_score: 40,
-            }
+            CodeSearchParams::without_thresholds(K, 40)
         };
         params.num_to_return = K;
         let t = Instant::now();

@@ -45,10 +45,12 @@ pub fn embedding_from_config(
     )
 }
 
-/// Whether `repo` is the one a user named on the command line (by URL or repository name).
-fn matches(repo: &RepositoryToIndex, wanted: &str) -> bool {
+/// Whether `repo` is the one a user named on the command line (by URL, repository name or
+/// source id).
+pub fn matches(repo: &RepositoryToIndex, wanted: &str) -> bool {
     let name = |url: &str| GitUrl::parse(url).map(|u| u.name().to_string());
     repo.git_url == wanted
+        || repo.source_id == wanted
         || redact_credentials(&repo.git_url) == wanted
         || name(&repo.git_url).is_some_and(|n| n == wanted || Some(n.clone()) == name(wanted))
 }

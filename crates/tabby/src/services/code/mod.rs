@@ -62,6 +62,8 @@ pub struct CodeSearchEmbedding {
 struct Loaded {
     reader: IndexReader,
     meta: CodeCorpusMeta,
+    /// The metadata file's mtime when `meta` was read; a change means the corpus may differ.
+    meta_modified: Option<std::time::SystemTime>,
 }
 
 /// One leg's ranked candidates (best first).
@@ -106,10 +108,23 @@ impl CodeSearchService {
     /// Opens the index on first use; until it exists (and has a code corpus) search is NotReady.
     fn loaded(&self) -> Result<Arc<Loaded>, CodeSearchError> {
         let mut slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let modified = meta::meta_modified(&self.index_dir);
         if let Some(loaded) = slot.as_ref() {
-            // The indexer may have rebuilt the corpus with other settings since.
+            // The indexer may have rebuilt the corpus with other settings since; only re-read
+            // the metadata (this is the completion hot path) when its file changed.
+            if modified.is_some() && modified == loaded.meta_modified {
+                return Ok(loaded.clone());
+            }
             match meta::read_meta(&self.index_dir).and_then(|m| m.code) {
-                Some(meta) if meta == loaded.meta => return Ok(loaded.clone()),
+                Some(meta) if meta == loaded.meta => {
+                    let same = Arc::new(Loaded {
+                        reader: loaded.reader.clone(),
+                        meta,
+                        meta_modified: modified,
+                    });
+                    *slot = Some(same.clone());
+                    return Ok(same);
+                }
                 _ => *slot = None,
             }
         }
@@ -122,7 +137,11 @@ impl CodeSearchService {
             .reload_policy(ReloadPolicy::OnCommitWithDelay)
             .try_into()
             .map_err(|e: tantivy::TantivyError| CodeSearchError::Other(e.into()))?;
-        let loaded = Arc::new(Loaded { reader, meta });
+        let loaded = Arc::new(Loaded {
+            reader,
+            meta,
+            meta_modified: modified,
+        });
         *slot = Some(loaded.clone());
         Ok(loaded)
     }
