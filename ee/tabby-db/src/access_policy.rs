@@ -59,6 +59,16 @@ impl DbConn {
         .await?)
     }
 
+    /// Every `(source_id, user_group_id)` grant.
+    pub async fn list_source_id_read_access_policies(&self) -> DbResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT source_id, user_group_id FROM source_id_read_access_policies
+             ORDER BY source_id, user_group_id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// The subset of `source_ids` the user may read, in the given order.
     pub async fn allowed_source_ids(
         &self,

@@ -117,6 +117,16 @@ impl DbConn {
     }
 
     /// The groups one user belongs to, in the order they joined.
+    /// Every membership of every group.
+    pub async fn list_all_user_group_memberships(&self) -> DbResult<Vec<UserGroupMembershipDAO>> {
+        Ok(sqlx::query_as(
+            "SELECT id, user_id, user_group_id, is_group_admin, created_at, updated_at
+             FROM user_group_memberships ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     pub async fn list_user_group_memberships_of_user(
         &self,
         user_id: i64,

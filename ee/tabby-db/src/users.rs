@@ -92,6 +92,26 @@ impl DbConn {
         Ok(id)
     }
 
+    /// Creates the first account (admin and owner) in one write transaction, unless any user
+    /// exists; `None` then. Two concurrent first registrations cannot both become owner.
+    pub async fn create_owner(
+        &self,
+        email: &str,
+        password_encrypted: Option<&str>,
+        name: Option<&str>,
+    ) -> DbResult<Option<i64>> {
+        let mut tx = self.begin_write().await?;
+        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM users")
+            .fetch_one(&mut *tx)
+            .await?;
+        if count > 0 {
+            return Ok(None);
+        }
+        let id = insert_user(&mut tx, email, password_encrypted, true, name).await?;
+        tx.commit().await?;
+        Ok(Some(id))
+    }
+
     pub async fn get_user(&self, id: i64) -> DbResult<Option<UserDAO>> {
         self.get_user_where(select_user!("id = ?"), id).await
     }

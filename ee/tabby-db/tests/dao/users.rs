@@ -1,4 +1,4 @@
-use tabby_db::{DbError, OWNER_USER_ID, Pagination};
+use tabby_db::{DbConn, DbError, OWNER_USER_ID, Pagination};
 
 use crate::{db, user};
 
@@ -184,4 +184,31 @@ async fn list_users_pages_forwards_and_backwards() {
     assert_eq!(list(vec![], between).await, ids[1..4]);
     let chosen = vec![ids[4], ids[0]];
     assert_eq!(list(chosen, Pagination::all()).await, [ids[0], ids[4]]);
+}
+
+#[tokio::test]
+async fn only_the_first_account_becomes_owner_even_when_racing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = DbConn::open(&dir.path().join("db.sqlite")).await.unwrap();
+    let attempts = (0..8).map(|i| {
+        let db = db.clone();
+        tokio::spawn(async move {
+            db.create_owner(&format!("u{i}@example.com"), Some("hash"), None)
+                .await
+                .unwrap()
+        })
+    });
+    let created: Vec<i64> = futures_join(attempts).await.into_iter().flatten().collect();
+    assert_eq!(created, [OWNER_USER_ID], "exactly one owner");
+    let owner = db.get_user(OWNER_USER_ID).await.unwrap().unwrap();
+    assert!(owner.is_admin && owner.is_owner());
+    assert_eq!(db.count_users().await.unwrap(), 1);
+}
+
+async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for handle in handles {
+        out.push(handle.await.unwrap());
+    }
+    out
 }

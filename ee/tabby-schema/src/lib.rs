@@ -1,0 +1,23 @@
+//! The enterprise layer's contract: the GraphQL schema (juniper types, queries, mutations,
+//! subscriptions), the service traits the resolvers call, and the [`AccessPolicy`].
+//!
+//! Nothing here talks to a database or the network: `tabby-webserver` implements the traits
+//! and hands them to the resolvers through [`ServiceLocator`] in the GraphQL [`Context`].
+//! Authorization is decided here, in the resolvers (`check_user`, `check_admin`, …), so that
+//! every field's rule sits next to the field.
+
+pub mod auth;
+mod error;
+mod id;
+pub mod policy;
+pub mod relay;
+pub mod repository;
+mod schema;
+pub mod setting;
+pub mod usage;
+pub mod user_group;
+
+pub use error::{CoreError, Result, ValidationError};
+pub use id::{AsID, AsRowid, decode_id, encode_id};
+pub use policy::AccessPolicy;
+pub use schema::{Context, Mutation, Query, Schema, ServiceLocator, Subscription, create_schema};

@@ -1,0 +1,124 @@
+//! Repositories: the git repositories added through GraphQL (source id `git:<id>`) and the
+//! combined list with the ones from `config.toml` (source id `config:<hashid>`).
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use juniper::{GraphQLEnum, GraphQLObject, ID};
+use regex::Regex;
+
+use crate::{CoreError, Result, connection, policy::AccessPolicy, relay::RelayArgs};
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct GitReference {
+    pub name: String,
+    /// The commit the reference pointed at when the repository was last synced (empty before
+    /// the first sync).
+    pub commit: String,
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct GitRepository {
+    pub id: ID,
+    pub source_id: String,
+    pub name: String,
+    pub git_url: String,
+    pub refs: Vec<GitReference>,
+}
+
+connection!(GitRepositoryConnection, GitRepositoryEdge, GitRepository);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, GraphQLEnum)]
+pub enum RepositoryKind {
+    Git,
+    Github,
+    Gitlab,
+    GithubSelfHosted,
+    GitlabSelfHosted,
+    GitConfig,
+}
+
+/// Any repository a user may use as context.
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct Repository {
+    pub id: ID,
+    pub source_id: String,
+    pub source_kind: String,
+    pub source_name: String,
+    pub name: String,
+    pub kind: RepositoryKind,
+    pub git_url: String,
+    pub refs: Vec<GitReference>,
+}
+
+static REPOSITORY_NAME: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^[a-zA-Z][\w.-]+$").expect("valid regex"));
+
+pub fn validate_repository_name(name: &str) -> Result<()> {
+    if name.len() > 255 || !REPOSITORY_NAME.is_match(name) {
+        return Err(CoreError::invalid(
+            "name",
+            "Name must start with a letter and contain only letters, digits, '_', '.' and '-'",
+        ));
+    }
+    Ok(())
+}
+
+/// A git URL we can clone: http(s), ssh, git, file URLs, `user@host:path` or an absolute
+/// local path.
+pub fn validate_git_url(url: &str) -> Result<()> {
+    let url = url.trim();
+    let ok = !url.is_empty()
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
+        && (["https://", "http://", "ssh://", "git://", "file://"]
+            .iter()
+            .any(|scheme| url.len() > scheme.len() && url.starts_with(scheme))
+            || url.starts_with('/')
+            || url.split_once(':').is_some_and(|(host, path)| {
+                host.contains('@') && !host.contains('/') && !path.is_empty()
+            }));
+    if ok {
+        Ok(())
+    } else {
+        Err(CoreError::invalid(
+            "gitUrl",
+            "Git URL must be an http(s), ssh, git or file URL, user@host:path or an absolute path",
+        ))
+    }
+}
+
+#[async_trait]
+pub trait RepositoryService: Send + Sync {
+    async fn list_git(&self, page: RelayArgs) -> Result<GitRepositoryConnection>;
+    async fn create_git(&self, name: &str, git_url: &str, refs: Vec<String>) -> Result<ID>;
+    async fn update_git(&self, id: i64, refs: Vec<String>) -> Result<()>;
+    async fn delete_git(&self, id: i64) -> Result<()>;
+    /// Config and DB repositories the policy allows.
+    async fn repository_list(&self, policy: &AccessPolicy) -> Result<Vec<Repository>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_urls() {
+        for ok in ["tabby", "my-repo.rs", "A_b"] {
+            assert!(validate_repository_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a", "1abc", "-abc", "a b", "a/b"] {
+            assert!(validate_repository_name(bad).is_err(), "{bad}");
+        }
+        for ok in [
+            "https://github.com/TabbyML/tabby",
+            "git@github.com:TabbyML/tabby.git",
+            "file:///tmp/repo",
+            "/srv/git/repo",
+        ] {
+            assert!(validate_git_url(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "https://", "not a url", "relative/path", "ftp:x"] {
+            assert!(validate_git_url(bad).is_err(), "{bad}");
+        }
+    }
+}

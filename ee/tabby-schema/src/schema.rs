@@ -1,0 +1,578 @@
+//! Query, Mutation and Subscription roots. Each resolver first checks who may call it:
+//! [`check_user`] (a signed-in session), [`check_user_allow_auth_token`] (a session or an
+//! editor's auth token), [`check_admin`], or nothing (sign-in and server info).
+
+use std::{net::IpAddr, pin::Pin, sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use futures::Stream;
+use juniper::{
+    FieldError, GraphQLInputObject, ID, RootNode, graphql_object, graphql_subscription,
+};
+
+use crate::{
+    AsRowid, CoreError, Result,
+    auth::{
+        AuthenticationService, Claims, Invitation, InvitationConnection, RefreshTokenResponse,
+        RegisterInput, RegisterResponse, TokenAuthResponse, UserConnection, UserSecured,
+        validate_email, validate_name, validate_password,
+    },
+    relay::RelayArgs,
+    repository::{
+        GitRepositoryConnection, Repository, RepositoryService, validate_git_url,
+        validate_repository_name,
+    },
+    setting::{ServerInfo, SettingService},
+    usage::{CompletionStats, Language, UsageService, UserEventConnection},
+    user_group::{
+        AccessPolicyService, CreateUserGroupInput, SourceIdAccessPolicy,
+        UpsertUserGroupMembershipInput, UserGroup, UserGroupService,
+    },
+};
+
+/// The implementations behind the schema.
+pub trait ServiceLocator: Send + Sync {
+    fn auth(&self) -> Arc<dyn AuthenticationService>;
+    fn user_group(&self) -> Arc<dyn UserGroupService>;
+    fn access_policy(&self) -> Arc<dyn AccessPolicyService>;
+    fn repository(&self) -> Arc<dyn RepositoryService>;
+    fn usage(&self) -> Arc<dyn UsageService>;
+    fn setting(&self) -> Arc<dyn SettingService>;
+}
+
+/// Per request (or per WebSocket connection): who is calling, and the services.
+pub struct Context {
+    pub claims: Option<Claims>,
+    pub locator: Arc<dyn ServiceLocator>,
+    /// The client's address, for sign-in rate limits.
+    pub client: Option<IpAddr>,
+}
+
+impl juniper::Context for Context {}
+
+async fn active_user(ctx: &Context, claims: &Claims) -> Result<UserSecured> {
+    let user = ctx
+        .locator
+        .auth()
+        .get_user(claims.user_id)
+        .await
+        .map_err(|_| CoreError::Unauthorized("The user of this token no longer exists"))?;
+    if !user.active {
+        return Err(CoreError::Unauthorized("User is disabled"));
+    }
+    Ok(user)
+}
+
+/// A signed-in session (JWT); an auth token is not enough.
+pub async fn check_user(ctx: &Context) -> Result<UserSecured> {
+    let claims = ctx
+        .claims
+        .as_ref()
+        .ok_or(CoreError::Unauthorized("You're not logged in"))?;
+    if claims.generated_from_auth_token {
+        return Err(CoreError::Forbidden(
+            "This operation needs a signed-in session, not a user auth token",
+        ));
+    }
+    active_user(ctx, claims).await
+}
+
+/// A session or a user auth token.
+pub async fn check_user_allow_auth_token(ctx: &Context) -> Result<UserSecured> {
+    let claims = ctx
+        .claims
+        .as_ref()
+        .ok_or(CoreError::Unauthorized("You're not logged in"))?;
+    active_user(ctx, claims).await
+}
+
+pub async fn check_admin(ctx: &Context) -> Result<UserSecured> {
+    let user = check_user(ctx).await?;
+    if !user.is_admin {
+        return Err(CoreError::Forbidden("You must be admin to proceed"));
+    }
+    Ok(user)
+}
+
+fn rowids(ids: Option<Vec<ID>>) -> Result<Vec<i64>> {
+    ids.unwrap_or_default().iter().map(AsRowid::as_rowid).collect()
+}
+
+/// Non-admins may only see their own usage.
+fn usage_users(user: &UserSecured, users: Option<Vec<ID>>) -> Result<Vec<i64>> {
+    let own = user.id.as_rowid()?;
+    let users = rowids(users)?;
+    if user.is_admin {
+        return Ok(users);
+    }
+    if users.iter().any(|id| *id != own) {
+        return Err(CoreError::Forbidden("You can only see your own usage"));
+    }
+    Ok(vec![own])
+}
+
+pub struct Query;
+
+#[graphql_object(context = Context)]
+impl Query {
+    /// The token that registers agents and ingestion clients with this server (admin).
+    async fn registration_token(ctx: &Context) -> Result<String> {
+        check_admin(ctx).await?;
+        ctx.locator.auth().registration_token().await
+    }
+
+    async fn me(ctx: &Context) -> Result<UserSecured> {
+        check_user_allow_auth_token(ctx).await
+    }
+
+    async fn users(
+        ctx: &Context,
+        ids: Option<Vec<ID>>,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<UserConnection> {
+        check_user(ctx).await?;
+        ctx.locator
+            .auth()
+            .list_users(rowids(ids)?, RelayArgs::new(after, before, first, last))
+            .await
+    }
+
+    async fn invitations(
+        ctx: &Context,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<InvitationConnection> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .auth()
+            .list_invitations(RelayArgs::new(after, before, first, last))
+            .await
+    }
+
+    async fn server_info(ctx: &Context) -> Result<ServerInfo> {
+        ctx.locator.setting().server_info().await
+    }
+
+    async fn git_repositories(
+        ctx: &Context,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<GitRepositoryConnection> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .repository()
+            .list_git(RelayArgs::new(after, before, first, last))
+            .await
+    }
+
+    /// Every repository (config and GraphQL) the caller may read.
+    async fn repository_list(ctx: &Context) -> Result<Vec<Repository>> {
+        let user = check_user_allow_auth_token(ctx).await?;
+        let policy = ctx.locator.access_policy().policy_for(user.id.as_rowid()?).await?;
+        ctx.locator.repository().repository_list(&policy).await
+    }
+
+    async fn daily_stats_in_past_year(
+        ctx: &Context,
+        users: Option<Vec<ID>>,
+    ) -> Result<Vec<CompletionStats>> {
+        let user = check_user(ctx).await?;
+        let users = usage_users(&user, users)?;
+        let end = Utc::now();
+        let start = end - chrono::Duration::days(365);
+        ctx.locator
+            .usage()
+            .daily_stats(start, end, users, vec![])
+            .await
+    }
+
+    async fn daily_stats(
+        ctx: &Context,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+        users: Option<Vec<ID>>,
+        languages: Option<Vec<Language>>,
+    ) -> Result<Vec<CompletionStats>> {
+        let user = check_user(ctx).await?;
+        if end < start {
+            return Err(CoreError::invalid("end", "end must not be before start"));
+        }
+        let users = usage_users(&user, users)?;
+        ctx.locator
+            .usage()
+            .daily_stats(start, end, users, languages.unwrap_or_default())
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn user_events(
+        ctx: &Context,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+        users: Option<Vec<ID>>,
+        start: DateTime<Utc>,
+        end: DateTime<Utc>,
+    ) -> Result<UserEventConnection> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .usage()
+            .user_events(
+                RelayArgs::new(after, before, first, last),
+                rowids(users)?,
+                start,
+                end,
+            )
+            .await
+    }
+
+    async fn user_groups(ctx: &Context) -> Result<Vec<UserGroup>> {
+        check_user(ctx).await?;
+        ctx.locator.user_group().list().await
+    }
+
+    async fn source_id_access_policies(
+        ctx: &Context,
+        source_id: String,
+    ) -> Result<SourceIdAccessPolicy> {
+        check_admin(ctx).await?;
+        let read = ctx.locator.access_policy().list_read_access(&source_id).await?;
+        Ok(SourceIdAccessPolicy { source_id, read })
+    }
+}
+
+#[derive(GraphQLInputObject)]
+pub struct PasswordChangeInput {
+    /// Required when the account has a password.
+    pub old_password: Option<String>,
+    pub new_password1: String,
+    pub new_password2: String,
+}
+
+pub struct Mutation;
+
+#[graphql_object(context = Context)]
+impl Mutation {
+    async fn register(
+        ctx: &Context,
+        email: String,
+        password1: String,
+        password2: String,
+        invitation_code: Option<String>,
+        name: String,
+    ) -> Result<RegisterResponse> {
+        let input = RegisterInput {
+            email,
+            password1,
+            password2,
+            invitation_code,
+            name,
+        };
+        input.validate()?;
+        ctx.locator.auth().register(input).await
+    }
+
+    async fn token_auth(ctx: &Context, email: String, password: String) -> Result<TokenAuthResponse> {
+        ctx.locator
+            .auth()
+            .token_auth(&email, &password, ctx.client)
+            .await
+    }
+
+    async fn refresh_token(ctx: &Context, refresh_token: String) -> Result<RefreshTokenResponse> {
+        ctx.locator.auth().refresh_token(&refresh_token).await
+    }
+
+    async fn verify_token(ctx: &Context, token: String) -> Result<bool> {
+        ctx.locator.auth().verify_access_token(&token).await?;
+        Ok(true)
+    }
+
+    async fn reset_user_auth_token(ctx: &Context) -> Result<bool> {
+        let user = check_user(ctx).await?;
+        ctx.locator
+            .auth()
+            .reset_user_auth_token(user.id.as_rowid()?)
+            .await?;
+        Ok(true)
+    }
+
+    async fn password_change(ctx: &Context, input: PasswordChangeInput) -> Result<bool> {
+        let user = check_user(ctx).await?;
+        let mut errors = Vec::new();
+        validate_password("newPassword1", &input.new_password1, &mut errors);
+        if input.new_password1 != input.new_password2 {
+            errors.push(crate::ValidationError {
+                path: "newPassword2".into(),
+                message: "Passwords do not match".into(),
+            });
+        }
+        if !errors.is_empty() {
+            return Err(CoreError::InvalidInput(errors));
+        }
+        ctx.locator
+            .auth()
+            .update_user_password(
+                user.id.as_rowid()?,
+                input.old_password.as_deref(),
+                &input.new_password1,
+            )
+            .await?;
+        Ok(true)
+    }
+
+    async fn logout_all_sessions(ctx: &Context) -> Result<bool> {
+        let user = check_user(ctx).await?;
+        ctx.locator
+            .auth()
+            .logout_all_sessions(user.id.as_rowid()?)
+            .await?;
+        Ok(true)
+    }
+
+    async fn create_invitation(ctx: &Context, email: String) -> Result<ID> {
+        check_admin(ctx).await?;
+        let mut errors = Vec::new();
+        validate_email("email", &email, &mut errors);
+        if !errors.is_empty() {
+            return Err(CoreError::InvalidInput(errors));
+        }
+        let invitation: Invitation = ctx.locator.auth().create_invitation(&email).await?;
+        Ok(invitation.id)
+    }
+
+    async fn delete_invitation(ctx: &Context, id: ID) -> Result<ID> {
+        check_admin(ctx).await?;
+        ctx.locator.auth().delete_invitation(id.as_rowid()?).await?;
+        Ok(id)
+    }
+
+    async fn update_user_active(ctx: &Context, id: ID, active: bool) -> Result<bool> {
+        let admin = check_admin(ctx).await?;
+        ctx.locator
+            .auth()
+            .update_user_active(admin.id.as_rowid()?, id.as_rowid()?, active)
+            .await?;
+        Ok(true)
+    }
+
+    async fn update_user_role(ctx: &Context, id: ID, is_admin: bool) -> Result<bool> {
+        let admin = check_admin(ctx).await?;
+        ctx.locator
+            .auth()
+            .update_user_role(admin.id.as_rowid()?, id.as_rowid()?, is_admin)
+            .await?;
+        Ok(true)
+    }
+
+    /// Users rename themselves; admins may rename anyone.
+    async fn update_user_name(ctx: &Context, id: ID, name: String) -> Result<bool> {
+        let user = check_user(ctx).await?;
+        if user.id != id && !user.is_admin {
+            return Err(CoreError::Forbidden("You can only change your own name"));
+        }
+        let mut errors = Vec::new();
+        validate_name("name", &name, &mut errors);
+        if !errors.is_empty() {
+            return Err(CoreError::InvalidInput(errors));
+        }
+        ctx.locator
+            .auth()
+            .update_user_name(id.as_rowid()?, name.trim())
+            .await?;
+        Ok(true)
+    }
+
+    async fn reset_registration_token(ctx: &Context) -> Result<String> {
+        check_admin(ctx).await?;
+        ctx.locator.auth().reset_registration_token().await
+    }
+
+    async fn create_user_group(ctx: &Context, input: CreateUserGroupInput) -> Result<ID> {
+        check_admin(ctx).await?;
+        input.validate()?;
+        ctx.locator.user_group().create(&input).await
+    }
+
+    async fn delete_user_group(ctx: &Context, id: ID) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator.user_group().delete(id.as_rowid()?).await?;
+        Ok(true)
+    }
+
+    /// Admins may change any membership; a group admin may add or change non-admin members
+    /// of their group but not grant group admin.
+    async fn upsert_user_group_membership(
+        ctx: &Context,
+        input: UpsertUserGroupMembershipInput,
+    ) -> Result<bool> {
+        let user = check_user(ctx).await?;
+        let group = input.user_group_id.as_rowid()?;
+        let member = input.user_id.as_rowid()?;
+        let groups = ctx.locator.user_group();
+        if !user.is_admin {
+            if !groups.is_group_admin(user.id.as_rowid()?, group).await? {
+                return Err(CoreError::Forbidden(
+                    "You must be admin or a group admin to change its members",
+                ));
+            }
+            if input.is_group_admin || groups.is_group_admin(member, group).await? {
+                return Err(CoreError::Forbidden(
+                    "Only admins can grant or change group admin membership",
+                ));
+            }
+        }
+        groups
+            .upsert_membership(group, member, input.is_group_admin)
+            .await?;
+        Ok(true)
+    }
+
+    async fn delete_user_group_membership(
+        ctx: &Context,
+        user_group_id: ID,
+        user_id: ID,
+    ) -> Result<bool> {
+        let user = check_user(ctx).await?;
+        let group = user_group_id.as_rowid()?;
+        let member = user_id.as_rowid()?;
+        let groups = ctx.locator.user_group();
+        if !user.is_admin
+            && (!groups.is_group_admin(user.id.as_rowid()?, group).await?
+                || groups.is_group_admin(member, group).await?)
+        {
+            return Err(CoreError::Forbidden(
+                "You must be admin or a group admin to remove non-admin members",
+            ));
+        }
+        groups.delete_membership(group, member).await?;
+        Ok(true)
+    }
+
+    async fn grant_source_id_read_access(
+        ctx: &Context,
+        source_id: String,
+        user_group_id: ID,
+    ) -> Result<bool> {
+        check_admin(ctx).await?;
+        if source_id.trim().is_empty() {
+            return Err(CoreError::invalid("sourceId", "sourceId must not be empty"));
+        }
+        ctx.locator
+            .access_policy()
+            .grant_read_access(&source_id, user_group_id.as_rowid()?)
+            .await?;
+        Ok(true)
+    }
+
+    async fn revoke_source_id_read_access(
+        ctx: &Context,
+        source_id: String,
+        user_group_id: ID,
+    ) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .access_policy()
+            .revoke_read_access(&source_id, user_group_id.as_rowid()?)
+            .await?;
+        Ok(true)
+    }
+
+    async fn create_git_repository(
+        ctx: &Context,
+        name: String,
+        git_url: String,
+        refs: Option<Vec<String>>,
+    ) -> Result<ID> {
+        check_admin(ctx).await?;
+        validate_repository_name(&name)?;
+        validate_git_url(&git_url)?;
+        ctx.locator
+            .repository()
+            .create_git(&name, git_url.trim(), refs.unwrap_or_default())
+            .await
+    }
+
+    async fn update_git_repository(ctx: &Context, id: ID, refs: Option<Vec<String>>) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .repository()
+            .update_git(id.as_rowid()?, refs.unwrap_or_default())
+            .await?;
+        Ok(true)
+    }
+
+    async fn delete_git_repository(ctx: &Context, id: ID) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator.repository().delete_git(id.as_rowid()?).await?;
+        Ok(true)
+    }
+}
+
+type PingStream = Pin<Box<dyn Stream<Item = Result<i32, FieldError>> + Send>>;
+
+pub struct Subscription;
+
+#[graphql_subscription(context = Context)]
+impl Subscription {
+    /// Counts from 1 to `count` (at most 100), one number every 100 ms: a liveness check of
+    /// the subscription transport and its authentication. The Answer Engine's thread runs
+    /// will stream here too.
+    async fn ping(ctx: &Context, #[graphql(default = 3)] count: i32) -> Result<PingStream> {
+        check_user_allow_auth_token(ctx).await?;
+        if !(1..=100).contains(&count) {
+            return Err(CoreError::invalid("count", "count must be between 1 and 100"));
+        }
+        let stream = futures::stream::unfold(0, move |n| async move {
+            if n >= count {
+                return None;
+            }
+            if n > 0 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Some((Ok(n + 1), n + 1))
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+pub type Schema = RootNode<Query, Mutation, Subscription>;
+
+pub fn create_schema() -> Schema {
+    Schema::new(Query, Mutation, Subscription)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schema's SDL keeps upstream's names for the fields this layer serves.
+    #[test]
+    fn schema_names_match_upstream() {
+        let sdl = create_schema().as_sdl();
+        for name in [
+            "registrationToken: String!",
+            "me: UserSecured!",
+            "serverInfo: ServerInfo!",
+            "repositoryList: [Repository!]!",
+            "userGroups: [UserGroup!]!",
+            "sourceIdAccessPolicies(sourceId: String!): SourceIdAccessPolicy!",
+            "refreshExpiresAt: DateTime!",
+            "isAdminInitialized: Boolean!",
+            "createGitRepository(name: String!, gitUrl: String!, refs: [String!]): ID!",
+            "grantSourceIdReadAccess(sourceId: String!, userGroupId: ID!): Boolean!",
+            "hasPreviousPage: Boolean!",
+            "dailyStats(start: DateTime!, end: DateTime!, users: [ID!], languages: [Language!]): [CompletionStats!]!",
+        ] {
+            assert!(sdl.contains(name), "schema lacks `{name}`:\n{sdl}");
+        }
+    }
+}
