@@ -49,4 +49,8 @@ impl TabbyPaths {
     pub fn ee_dir(&self) -> PathBuf {
         self.root.join("ee")
     }
+    /// The enterprise layer's SQLite database.
+    pub fn ee_db_file(&self) -> PathBuf {
+        self.ee_dir().join("db.sqlite")
+    }
 }

@@ -185,3 +185,41 @@ pub fn walk_directory(root: &Path) -> Vec<(String, PathBuf)> {
 pub fn blob_hash(bytes: &[u8]) -> anyhow::Result<git2::Oid> {
     Ok(git2::Oid::hash_object(git2::ObjectType::Blob, bytes)?)
 }
+
+/// The commit each ref of a repository points at now, from the local copy (`file://` path or
+/// our mirror under `repositories_dir`); an empty `refs` means the default branch. Refs that do
+/// not resolve (or a repository not cloned yet) are left out.
+pub fn ref_commits(
+    git_url: &str,
+    repositories_dir: &Path,
+    refs: &[String],
+) -> Vec<(String, String)> {
+    let dir = match git_url.strip_prefix("file://") {
+        Some(path) => PathBuf::from(path),
+        None => repositories_dir.join(sanitize_git_url_to_dir_name(git_url)),
+    };
+    let Ok(repo) = git2::Repository::open(&dir) else {
+        return Vec::new();
+    };
+    let names: Vec<String> = if refs.is_empty() {
+        let head = repo
+            .find_reference("HEAD")
+            .ok()
+            .and_then(|h| h.symbolic_target().ok().flatten().map(str::to_string))
+            .unwrap_or_else(|| "HEAD".to_string());
+        vec![
+            head.strip_prefix("refs/heads/")
+                .unwrap_or(&head)
+                .to_string(),
+        ]
+    } else {
+        refs.to_vec()
+    };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let commit = resolve(&repo, &name).ok()?.id().to_string();
+            Some((name, commit))
+        })
+        .collect()
+}

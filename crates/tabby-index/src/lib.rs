@@ -8,5 +8,6 @@ pub mod meta;
 mod summary;
 
 pub use code::{CodeIndexer, EmbeddingSetup, RepositoryToIndex, document_id};
+pub use git::ref_commits;
 pub use hash_embedding::HashEmbedding;
 pub use summary::{IndexProgress, NoProgress, RepositorySummary};

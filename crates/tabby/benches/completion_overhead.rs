@@ -103,7 +103,7 @@ fn main() {
             ),
         )
         .unwrap();
-        let app = tabby::serve::build_app(&config, &TabbyPaths::new(root.path()), Some(false), None).unwrap();
+        let app = tabby::serve::build_app(&config, &TabbyPaths::new(root.path()), Some(false), None, Default::default()).unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {

@@ -85,17 +85,28 @@ impl IndexProgress for BarProgress {
 pub async fn index(config: Option<PathBuf>, repo: Option<String>) -> anyhow::Result<()> {
     let paths = TabbyPaths::from_env();
     let config = load_config(&paths, config)?;
-    if config.repositories.is_empty() {
-        anyhow::bail!("no [[repositories]] in the config: nothing to index");
+    let extra = indexing::db_repositories(&paths).await?;
+    if config.repositories.is_empty() && extra.is_empty() {
+        anyhow::bail!(
+            "no [[repositories]] in the config and none added in the web UI: nothing to index"
+        );
     }
+    let total = configured_repositories(&config).len() + extra.len();
     let embedding = indexing::embedding_from_config(&paths, &config)?;
     if embedding.is_none() {
         eprintln!("note: no [model.embedding] configured: indexing BM25 tokens only");
     }
     let started = Instant::now();
     let progress = BarProgress::new();
-    let summaries =
-        indexing::index_configured(&paths, &config, embedding, repo.as_deref(), &progress).await?;
+    let summaries = indexing::index_configured(
+        &paths,
+        &config,
+        extra,
+        embedding,
+        repo.as_deref(),
+        &progress,
+    )
+    .await?;
     for summary in &summaries {
         print!("{summary}");
     }
@@ -106,7 +117,7 @@ pub async fn index(config: Option<PathBuf>, repo: Option<String>) -> anyhow::Res
         summaries.len(),
         started.elapsed().as_secs_f64()
     );
-    if summaries.len() < configured_repositories(&config).len() && repo.is_none() {
+    if summaries.len() < total && repo.is_none() {
         anyhow::bail!("some repositories failed to index (see the log above)");
     }
     Ok(())

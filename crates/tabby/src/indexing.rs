@@ -55,16 +55,50 @@ pub fn matches(repo: &RepositoryToIndex, wanted: &str) -> bool {
         || name(&repo.git_url).is_some_and(|n| n == wanted || Some(n.clone()) == name(wanted))
 }
 
-/// Indexes the configured repositories (or only `only`), and drops repositories that are no
-/// longer configured (when indexing all of them).
+/// The repositories added through GraphQL (`$TABBY_ROOT/ee/db.sqlite`), if that database
+/// exists.
+#[cfg(feature = "ee")]
+pub async fn db_repositories(paths: &TabbyPaths) -> anyhow::Result<Vec<RepositoryToIndex>> {
+    let file = paths.ee_db_file();
+    if !file.exists() {
+        return Ok(Vec::new());
+    }
+    let db = tabby_db::DbConn::open(&file)
+        .await
+        .with_context(|| format!("cannot open {}", file.display()))?;
+    let repos = db
+        .list_repositories(tabby_db::Pagination::all())
+        .await?
+        .into_iter()
+        .map(|r| RepositoryToIndex {
+            source_id: tabby_webserver::git_source_id(r.id),
+            git_url: r.git_url,
+            refs: r.refs,
+        })
+        .collect();
+    db.close().await;
+    Ok(repos)
+}
+
+/// Without the enterprise layer there are only config repositories.
+#[cfg(not(feature = "ee"))]
+pub async fn db_repositories(_paths: &TabbyPaths) -> anyhow::Result<Vec<RepositoryToIndex>> {
+    Ok(Vec::new())
+}
+
+/// Indexes the configured repositories plus `extra` ones (those added through GraphQL), or
+/// only the one matching `only`, and drops repositories that are in neither list (when
+/// indexing all of them).
 pub async fn index_configured(
     paths: &TabbyPaths,
     config: &Config,
+    extra: Vec<RepositoryToIndex>,
     embedding: Option<CodeSearchEmbedding>,
     only: Option<&str>,
     progress: &dyn IndexProgress,
 ) -> anyhow::Result<Vec<RepositorySummary>> {
-    let all = configured_repositories(config);
+    let mut all = configured_repositories(config);
+    all.extend(extra);
     let selected: Vec<_> = match only {
         Some(wanted) => {
             let selected: Vec<_> = all.iter().filter(|r| matches(r, wanted)).cloned().collect();
@@ -117,23 +151,58 @@ impl IndexProgress for LogProgress {
     }
 }
 
-/// Indexes at start and then every hour, in the background.
+/// Repositories that come from somewhere other than the config (the enterprise layer's
+/// database), and a signal that they changed.
+pub struct ExtraRepositories {
+    pub list: Box<
+        dyn Fn() -> futures::future::BoxFuture<'static, anyhow::Result<Vec<RepositoryToIndex>>>
+            + Send
+            + Sync,
+    >,
+    pub changed: Arc<tokio::sync::Notify>,
+}
+
+/// Indexes at start, then every hour and whenever the extra repositories change, in the
+/// background.
 pub fn spawn_background_indexing(
     paths: TabbyPaths,
     config: Arc<Config>,
     embedding: Option<CodeSearchEmbedding>,
+    extra: Option<ExtraRepositories>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if config.repositories.is_empty() {
+        if config.repositories.is_empty() && extra.is_none() {
             return;
         }
         loop {
-            if let Err(e) =
-                index_configured(&paths, &config, embedding.clone(), None, &LogProgress).await
+            let more = match &extra {
+                Some(extra) => match (extra.list)().await {
+                    Ok(list) => Some(list),
+                    Err(e) => {
+                        warn!("cannot list the repositories added in the web UI: {e:#}");
+                        None
+                    }
+                },
+                None => Some(Vec::new()),
+            };
+            // Without the list, indexing would drop the web UI's repositories from the index.
+            if let Some(more) = more
+                && !(config.repositories.is_empty() && more.is_empty())
+                && let Err(e) =
+                    index_configured(&paths, &config, more, embedding.clone(), None, &LogProgress)
+                        .await
             {
                 warn!("background indexing failed: {e:#}");
             }
-            tokio::time::sleep(REINDEX_INTERVAL).await;
+            match &extra {
+                Some(extra) => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(REINDEX_INTERVAL) => {}
+                        _ = extra.changed.notified() => info!("repositories changed: indexing"),
+                    }
+                }
+                None => tokio::time::sleep(REINDEX_INTERVAL).await,
+            }
         }
     })
 }

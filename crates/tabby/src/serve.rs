@@ -6,7 +6,10 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 use anyhow::Context;
 use axum::{Router, middleware, routing::get};
 use tabby_common::{
-    api::code::{AllowedCodeRepository, CodeRepository, CodeSearch},
+    api::{
+        code::{AllowedCodeRepository, CodeRepository, CodeSearch},
+        event::{ComposedLogger, EventLogger},
+    },
     config::{Config, config_index_to_source_id},
     path::TabbyPaths,
 };
@@ -41,6 +44,17 @@ pub struct App {
     pub logger: FileEventLogger,
 }
 
+/// What another layer (the enterprise webserver) adds to the application.
+#[derive(Default)]
+pub struct Layers {
+    /// More sinks for editor events, besides the JSON-lines log.
+    pub event_loggers: Vec<Arc<dyn EventLogger>>,
+    /// Wraps the `/v1*` router (authentication).
+    pub protect_api: Option<Box<dyn FnOnce(Router) -> Router + Send>>,
+    /// More routes (GraphQL, subscriptions).
+    pub routes: Option<Router>,
+}
+
 /// Builds the router and services for `config`. `code_search` is plugged in by the indexing
 /// layer when one exists.
 pub fn build_app(
@@ -48,9 +62,16 @@ pub fn build_app(
     paths: &TabbyPaths,
     webserver: Option<bool>,
     code_search: Option<Arc<CodeSearchService>>,
+    layers: Layers,
 ) -> anyhow::Result<App> {
     let logger = FileEventLogger::start(paths.events_dir());
-    let shared_logger: Arc<dyn tabby_common::api::event::EventLogger> = Arc::new(logger.clone());
+    let shared_logger: Arc<dyn EventLogger> = if layers.event_loggers.is_empty() {
+        Arc::new(logger.clone())
+    } else {
+        let mut all: Vec<Arc<dyn EventLogger>> = vec![Arc::new(logger.clone())];
+        all.extend(layers.event_loggers);
+        Arc::new(ComposedLogger(all))
+    };
     let effective_models = with_local_defaults(&config.model);
     let models = load_models(&effective_models, &paths.models_dir())?;
     let languages = Arc::new(config.language_table());
@@ -93,7 +114,14 @@ pub fn build_app(
     let metrics = Metrics::default();
     let openapi = serde_json::to_value(<ApiDoc as utoipa::OpenApi>::openapi())
         .context("cannot render the OpenAPI document")?;
-    let router = routes::api_router(state)
+    let mut api = routes::api_router(state);
+    if let Some(protect) = layers.protect_api {
+        api = protect(api);
+    }
+    if let Some(extra) = layers.routes {
+        api = api.merge(extra);
+    }
+    let router = api
         .route(
             "/api-docs/openapi.json",
             get(move || {
@@ -118,20 +146,34 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| paths.config_file());
     let config = Config::load(&config_path)?;
-    let webserver = options.no_webserver.then_some(false);
     let embedding = crate::indexing::embedding_from_config(&paths, &config)?;
-    let code_search = (!config.repositories.is_empty()).then(|| {
+    let enterprise = if options.no_webserver {
+        None
+    } else {
+        start_enterprise(&paths, &config).await?
+    };
+    let webserver = enterprise
+        .as_ref()
+        .map(|e| e.health_flag)
+        .or(options.no_webserver.then_some(false));
+    // With the webserver, repositories can be added at run time: search must always exist.
+    let code_search = (!config.repositories.is_empty() || enterprise.is_some()).then(|| {
         Arc::new(CodeSearchService::new(
             paths.index_dir(),
             embedding.clone(),
             Arc::new(config.language_table()),
         ))
     });
-    let app = build_app(&config, &paths, webserver, code_search)?;
+    let (layers, extra_repositories) = match enterprise {
+        Some(e) => (e.layers, Some(e.repositories)),
+        None => (Layers::default(), None),
+    };
+    let app = build_app(&config, &paths, webserver, code_search, layers)?;
     let indexing = crate::indexing::spawn_background_indexing(
         paths.clone(),
         Arc::new(config.clone()),
         embedding,
+        extra_repositories,
     );
 
     let addr = format!("{}:{}", options.host, options.port);
@@ -179,6 +221,84 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     app.logger.flush().await;
     info!("event log flushed; bye");
     Ok(())
+}
+
+/// The enterprise layer as `serve` plugs it in.
+struct Enterprise {
+    health_flag: bool,
+    layers: Layers,
+    repositories: crate::indexing::ExtraRepositories,
+}
+
+#[cfg(feature = "ee")]
+async fn start_enterprise(
+    paths: &TabbyPaths,
+    config: &Config,
+) -> anyhow::Result<Option<Enterprise>> {
+    use tabby_webserver::{ConfigRepository, Webserver, WebserverOptions};
+    let config_repositories = config
+        .repositories
+        .iter()
+        .enumerate()
+        .map(|(i, repo)| ConfigRepository {
+            source_id: config_index_to_source_id(i),
+            git_url: repo.git_url.clone(),
+            canonical_git_url: repo.canonical_git_url(),
+            name: tabby_webserver::service::repository::repository_name(&repo.git_url),
+            refs: repo.refs.clone(),
+        })
+        .collect();
+    let models = with_local_defaults(&config.model);
+    let server = Webserver::new(WebserverOptions {
+        db_path: paths.ee_db_file(),
+        repositories_dir: paths.repositories_dir(),
+        config_repositories,
+        is_chat_enabled: models.chat.is_some(),
+    })
+    .await?;
+    info!("webserver on: /v1 needs a token; GraphQL at /graphql");
+    let list = {
+        let server = server.clone();
+        Box::new(move || {
+            let server = server.clone();
+            Box::pin(async move {
+                Ok(server
+                    .db_repositories()
+                    .await?
+                    .into_iter()
+                    .map(|r| tabby_index::RepositoryToIndex {
+                        source_id: r.source_id,
+                        git_url: r.git_url,
+                        refs: r.refs,
+                    })
+                    .collect())
+            }) as futures::future::BoxFuture<'static, _>
+        })
+    };
+    Ok(Some(Enterprise {
+        health_flag: true,
+        layers: Layers {
+            event_loggers: vec![server.event_logger()],
+            protect_api: Some(Box::new({
+                let server = server.clone();
+                move |api| server.protect(api)
+            })),
+            routes: Some(server.routes()),
+        },
+        repositories: crate::indexing::ExtraRepositories {
+            list,
+            changed: server.repositories_changed(),
+        },
+    }))
+}
+
+/// A build without the enterprise layer serves in community mode.
+#[cfg(not(feature = "ee"))]
+async fn start_enterprise(
+    _paths: &TabbyPaths,
+    _config: &Config,
+) -> anyhow::Result<Option<Enterprise>> {
+    Ok(None)
 }
 
 fn ensure_root(paths: &TabbyPaths) -> anyhow::Result<()> {

@@ -123,7 +123,9 @@ pub fn is_valid_email(email: &str) -> bool {
 
 pub fn validate_email(path: &str, email: &str, errors: &mut Vec<ValidationError>) {
     let message = if email.len() > MAX_EMAIL_LENGTH {
-        Some(format!("Email must be at most {MAX_EMAIL_LENGTH} characters"))
+        Some(format!(
+            "Email must be at most {MAX_EMAIL_LENGTH} characters"
+        ))
     } else if !is_valid_email(email) {
         Some("Invalid email address".to_string())
     } else {
@@ -284,11 +286,27 @@ mod tests {
             "weak password"
         );
         assert_eq!(
-            paths(input(&format!("{}@b.co", "a".repeat(130)), "Passw0rd!", "Passw0rd!", "A").validate()),
+            paths(
+                input(
+                    &format!("{}@b.co", "a".repeat(130)),
+                    "Passw0rd!",
+                    "Passw0rd!",
+                    "A"
+                )
+                .validate()
+            ),
             ["email"]
         );
         assert_eq!(
-            paths(input("a@b.co", "Passw0rd!Passw0rd!xyz", "Passw0rd!Passw0rd!xyz", "A").validate()),
+            paths(
+                input(
+                    "a@b.co",
+                    "Passw0rd!Passw0rd!xyz",
+                    "Passw0rd!Passw0rd!xyz",
+                    "A"
+                )
+                .validate()
+            ),
             ["password1"],
             "21 characters"
         );
@@ -299,7 +317,9 @@ mod tests {
         for ok in ["a@b.co", "first.last+tag@sub.example.org"] {
             assert!(is_valid_email(ok), "{ok}");
         }
-        for bad in ["", "a", "@b.co", "a@b", "a@@b.co", "a b@c.de", "a@b..co", "a@.co"] {
+        for bad in [
+            "", "a", "@b.co", "a@b", "a@@b.co", "a b@c.de", "a@b..co", "a@.co",
+        ] {
             assert!(!is_valid_email(bad), "{bad}");
         }
     }

@@ -66,7 +66,9 @@ impl CoreError {
 impl From<DbError> for CoreError {
     fn from(err: DbError) -> Self {
         match err {
-            DbError::AlreadyExists { what } => CoreError::Rejected(format!("{what} already exists")),
+            DbError::AlreadyExists { what } => {
+                CoreError::Rejected(format!("{what} already exists"))
+            }
             DbError::NotFound { what } => CoreError::Rejected(format!("{what} not found")),
             DbError::InvalidPagination(message) => CoreError::Rejected(message.to_string()),
             other => CoreError::Other(other.into()),
@@ -94,7 +96,10 @@ impl<S: ScalarValue> IntoFieldError<S> for CoreError {
                 inner.add_field("errors", juniper::Value::List(errors));
                 let mut extensions = juniper::Object::with_capacity(1);
                 extensions.add_field("validation-errors", juniper::Value::Object(inner));
-                FieldError::new("Invalid input parameters", juniper::Value::Object(extensions))
+                FieldError::new(
+                    "Invalid input parameters",
+                    juniper::Value::Object(extensions),
+                )
             }
             CoreError::Other(err) => {
                 tracing::error!("request failed: {err:#}");

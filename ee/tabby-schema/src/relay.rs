@@ -43,9 +43,7 @@ fn cursor_to_rowid(path: &str, cursor: Option<&str>) -> Result<Option<i64>> {
 
 fn count(path: &str, value: Option<i32>) -> Result<Option<usize>> {
     value
-        .map(|v| {
-            usize::try_from(v).map_err(|_| CoreError::invalid(path, "must not be negative"))
-        })
+        .map(|v| usize::try_from(v).map_err(|_| CoreError::invalid(path, "must not be negative")))
         .transpose()
 }
 
@@ -185,19 +183,27 @@ mod tests {
 
     #[tokio::test]
     async fn forward_and_backward_pages() {
-        let first = page(RelayArgs::new(None, None, Some(2), None), 5).await.unwrap();
+        let first = page(RelayArgs::new(None, None, Some(2), None), 5)
+            .await
+            .unwrap();
         assert_eq!(ids(&first), [1, 2]);
         assert!(first.page_info.has_next_page && !first.page_info.has_previous_page);
         let after = first.page_info.end_cursor.clone();
-        let second = page(RelayArgs::new(after, None, Some(3), None), 5).await.unwrap();
+        let second = page(RelayArgs::new(after, None, Some(3), None), 5)
+            .await
+            .unwrap();
         assert_eq!(ids(&second), [3, 4, 5]);
         assert!(!second.page_info.has_next_page && second.page_info.has_previous_page);
 
-        let last = page(RelayArgs::new(None, None, None, Some(2)), 5).await.unwrap();
+        let last = page(RelayArgs::new(None, None, None, Some(2)), 5)
+            .await
+            .unwrap();
         assert_eq!(ids(&last), [4, 5]);
         assert!(last.page_info.has_previous_page);
         let before = last.page_info.start_cursor.clone();
-        let earlier = page(RelayArgs::new(None, before, None, Some(5)), 5).await.unwrap();
+        let earlier = page(RelayArgs::new(None, before, None, Some(5)), 5)
+            .await
+            .unwrap();
         assert_eq!(ids(&earlier), [1, 2, 3]);
         assert!(!earlier.page_info.has_previous_page && earlier.page_info.has_next_page);
     }
@@ -211,7 +217,10 @@ mod tests {
         ] {
             match page(args, 3).await {
                 Err(CoreError::InvalidInput(errors)) => assert_eq!(errors.len(), 1),
-                other => panic!("expected a validation error, got {:?}", other.map(|p| ids(&p))),
+                other => panic!(
+                    "expected a validation error, got {:?}",
+                    other.map(|p| ids(&p))
+                ),
             }
         }
     }

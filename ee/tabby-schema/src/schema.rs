@@ -6,9 +6,7 @@ use std::{net::IpAddr, pin::Pin, sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
 use futures::Stream;
-use juniper::{
-    FieldError, GraphQLInputObject, ID, RootNode, graphql_object, graphql_subscription,
-};
+use juniper::{FieldError, GraphQLInputObject, ID, RootNode, graphql_object, graphql_subscription};
 
 use crate::{
     AsRowid, CoreError, Result,
@@ -41,6 +39,7 @@ pub trait ServiceLocator: Send + Sync {
 }
 
 /// Per request (or per WebSocket connection): who is calling, and the services.
+#[derive(Clone)]
 pub struct Context {
     pub claims: Option<Claims>,
     pub locator: Arc<dyn ServiceLocator>,
@@ -95,7 +94,10 @@ pub async fn check_admin(ctx: &Context) -> Result<UserSecured> {
 }
 
 fn rowids(ids: Option<Vec<ID>>) -> Result<Vec<i64>> {
-    ids.unwrap_or_default().iter().map(AsRowid::as_rowid).collect()
+    ids.unwrap_or_default()
+        .iter()
+        .map(AsRowid::as_rowid)
+        .collect()
 }
 
 /// Non-admins may only see their own usage.
@@ -175,7 +177,11 @@ impl Query {
     /// Every repository (config and GraphQL) the caller may read.
     async fn repository_list(ctx: &Context) -> Result<Vec<Repository>> {
         let user = check_user_allow_auth_token(ctx).await?;
-        let policy = ctx.locator.access_policy().policy_for(user.id.as_rowid()?).await?;
+        let policy = ctx
+            .locator
+            .access_policy()
+            .policy_for(user.id.as_rowid()?)
+            .await?;
         ctx.locator.repository().repository_list(&policy).await
     }
 
@@ -244,7 +250,11 @@ impl Query {
         source_id: String,
     ) -> Result<SourceIdAccessPolicy> {
         check_admin(ctx).await?;
-        let read = ctx.locator.access_policy().list_read_access(&source_id).await?;
+        let read = ctx
+            .locator
+            .access_policy()
+            .list_read_access(&source_id)
+            .await?;
         Ok(SourceIdAccessPolicy { source_id, read })
     }
 }
@@ -280,7 +290,11 @@ impl Mutation {
         ctx.locator.auth().register(input).await
     }
 
-    async fn token_auth(ctx: &Context, email: String, password: String) -> Result<TokenAuthResponse> {
+    async fn token_auth(
+        ctx: &Context,
+        email: String,
+        password: String,
+    ) -> Result<TokenAuthResponse> {
         ctx.locator
             .auth()
             .token_auth(&email, &password, ctx.client)
@@ -501,7 +515,11 @@ impl Mutation {
             .await
     }
 
-    async fn update_git_repository(ctx: &Context, id: ID, refs: Option<Vec<String>>) -> Result<bool> {
+    async fn update_git_repository(
+        ctx: &Context,
+        id: ID,
+        refs: Option<Vec<String>>,
+    ) -> Result<bool> {
         check_admin(ctx).await?;
         ctx.locator
             .repository()
@@ -529,7 +547,10 @@ impl Subscription {
     async fn ping(ctx: &Context, #[graphql(default = 3)] count: i32) -> Result<PingStream> {
         check_user_allow_auth_token(ctx).await?;
         if !(1..=100).contains(&count) {
-            return Err(CoreError::invalid("count", "count must be between 1 and 100"));
+            return Err(CoreError::invalid(
+                "count",
+                "count must be between 1 and 100",
+            ));
         }
         let stream = futures::stream::unfold(0, move |n| async move {
             if n >= count {

@@ -148,7 +148,10 @@ mod tests {
 
     #[test]
     fn language_ids_map_both_ways() {
-        assert_eq!(Language::from_language_id("typescriptreact"), Language::Typescript);
+        assert_eq!(
+            Language::from_language_id("typescriptreact"),
+            Language::Typescript
+        );
         assert_eq!(Language::from_language_id("haskell"), Language::Other);
         for l in Language::NAMED {
             for id in l.language_ids() {

@@ -37,7 +37,10 @@ static GROUP_NAME: LazyLock<Regex> =
 impl CreateUserGroupInput {
     pub fn validate(&self) -> Result<()> {
         if self.name.len() > 64 {
-            return Err(CoreError::invalid("name", "Name must be at most 64 characters"));
+            return Err(CoreError::invalid(
+                "name",
+                "Name must be at most 64 characters",
+            ));
         }
         if !GROUP_NAME.is_match(&self.name) {
             return Err(CoreError::invalid(
@@ -71,8 +74,12 @@ pub trait UserGroupService: Send + Sync {
     async fn delete(&self, id: i64) -> Result<()>;
     /// Whether `user_id` administers the group `group_id`.
     async fn is_group_admin(&self, user_id: i64, group_id: i64) -> Result<bool>;
-    async fn upsert_membership(&self, group_id: i64, user_id: i64, is_group_admin: bool)
-    -> Result<()>;
+    async fn upsert_membership(
+        &self,
+        group_id: i64,
+        user_id: i64,
+        is_group_admin: bool,
+    ) -> Result<()>;
     async fn delete_membership(&self, group_id: i64, user_id: i64) -> Result<()>;
 }
 
@@ -93,10 +100,18 @@ mod tests {
     #[test]
     fn group_names_follow_upstream_rule() {
         for ok in ["eng", "team-a", "a_1"] {
-            assert!(CreateUserGroupInput { name: ok.into() }.validate().is_ok(), "{ok}");
+            assert!(
+                CreateUserGroupInput { name: ok.into() }.validate().is_ok(),
+                "{ok}"
+            );
         }
         for bad in ["", "Eng", "1team", "team a", "-x", &"a".repeat(65)] {
-            assert!(CreateUserGroupInput { name: bad.into() }.validate().is_err(), "{bad}");
+            assert!(
+                CreateUserGroupInput { name: bad.into() }
+                    .validate()
+                    .is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -1,1 +1,157 @@
-pub fn x(){}
+//! The enterprise layer's implementations, mounted on the `tabby serve` router:
+//!
+//! - services over SQLite behind `tabby-schema`'s traits ([`service`]);
+//! - authentication: argon2id passwords, HS256 session JWTs with a persisted secret, user auth
+//!   tokens checked in constant time, sign-in rate limits ([`jwt`], [`password`],
+//!   [`ratelimit`]);
+//! - routes: `/graphql`, `/graphiql`, `/subscriptions`, and the token check in front of the
+//!   editors' `/v1*` API ([`routes`]);
+//! - usage recording of editor events into `user_events` / `user_completions`.
+
+mod directory;
+pub mod jwt;
+pub mod password;
+pub mod ratelimit;
+mod routes;
+pub mod service;
+mod usage_logger;
+
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use axum::{Router, middleware, routing::get};
+pub use directory::{ConfigRepository, git_source_id};
+use tabby_common::api::event::EventLogger;
+use tabby_db::{DbConn, Pagination};
+use tabby_schema::{Schema, create_schema};
+use tokio::sync::Notify;
+
+use crate::{
+    directory::Directory,
+    ratelimit::{BucketSpec, RateLimiter},
+    service::Services,
+};
+
+/// Per user on `/v1*`: 120 requests a minute on average, bursts up to 240, starting at 120.
+const REST_RATE: BucketSpec = BucketSpec {
+    capacity: 240.0,
+    initial: 120.0,
+    per_second: 2.0,
+};
+
+pub struct WebserverOptions {
+    /// `$TABBY_ROOT/ee/db.sqlite`.
+    pub db_path: PathBuf,
+    /// Where mirrors of remote repositories live (to show the commit of each ref).
+    pub repositories_dir: PathBuf,
+    pub config_repositories: Vec<ConfigRepository>,
+    pub is_chat_enabled: bool,
+}
+
+/// A git repository added through GraphQL, to index.
+#[derive(Clone, Debug)]
+pub struct DbRepository {
+    pub source_id: String,
+    pub git_url: String,
+    pub refs: Vec<String>,
+}
+
+pub struct Webserver {
+    db: DbConn,
+    services: Arc<Services>,
+    directory: Arc<Directory>,
+    schema: Arc<Schema>,
+    rest_limiter: RateLimiter<i64>,
+    usage_logger: Arc<usage_logger::DbEventLogger>,
+}
+
+impl Webserver {
+    /// Opens (and migrates) the database and builds the services.
+    pub async fn new(options: WebserverOptions) -> anyhow::Result<Arc<Self>> {
+        let db = DbConn::open(&options.db_path)
+            .await
+            .with_context(|| format!("cannot open the database {}", options.db_path.display()))?;
+        let jwt = Arc::new(jwt::JwtKeys::load(&db).await?);
+        let directory = Arc::new(Directory::new(db.clone(), options.config_repositories));
+        let services = Arc::new(Services {
+            auth: Arc::new(service::auth::AuthServiceImpl::new(
+                db.clone(),
+                jwt,
+                directory.clone(),
+            )),
+            user_group: Arc::new(service::user_group::UserGroupServiceImpl::new(
+                db.clone(),
+                directory.clone(),
+            )),
+            repository: Arc::new(service::repository::RepositoryServiceImpl::new(
+                db.clone(),
+                directory.clone(),
+                options.repositories_dir,
+            )),
+            usage: Arc::new(service::usage::UsageServiceImpl::new(db.clone())),
+            setting: Arc::new(service::SettingServiceImpl {
+                db: db.clone(),
+                is_chat_enabled: options.is_chat_enabled,
+            }),
+        });
+        Ok(Arc::new(Self {
+            usage_logger: Arc::new(usage_logger::DbEventLogger::start(db.clone())),
+            db,
+            services,
+            directory,
+            schema: Arc::new(create_schema()),
+            rest_limiter: RateLimiter::new(REST_RATE),
+        }))
+    }
+
+    /// Records editor events of signed-in users in the database.
+    pub fn event_logger(&self) -> Arc<dyn EventLogger> {
+        self.usage_logger.clone()
+    }
+
+    /// Puts the token check in front of the editors' API router.
+    pub fn protect(self: &Arc<Self>, api: Router) -> Router {
+        api.layer(middleware::from_fn_with_state(
+            self.clone(),
+            routes::require_token,
+        ))
+    }
+
+    /// `/graphql`, `/graphiql` and `/subscriptions`.
+    pub fn routes(self: &Arc<Self>) -> Router {
+        Router::new()
+            .route("/graphql", get(routes::graphql).post(routes::graphql))
+            .route("/graphiql", get(routes::graphiql))
+            .route("/subscriptions", get(routes::subscriptions))
+            .with_state(self.clone())
+    }
+
+    /// The repositories added through GraphQL.
+    pub async fn db_repositories(&self) -> anyhow::Result<Vec<DbRepository>> {
+        Ok(self
+            .db
+            .list_repositories(Pagination::all())
+            .await?
+            .into_iter()
+            .map(|r| DbRepository {
+                source_id: git_source_id(r.id),
+                git_url: r.git_url,
+                refs: r.refs,
+            })
+            .collect())
+    }
+
+    /// Notified when a repository is added, changed or removed.
+    pub fn repositories_changed(&self) -> Arc<Notify> {
+        self.directory.repositories_changed.clone()
+    }
+
+    /// The GraphQL schema in SDL.
+    pub fn schema_sdl(&self) -> String {
+        self.schema.as_sdl()
+    }
+
+    pub async fn close(&self) {
+        self.db.close().await;
+    }
+}

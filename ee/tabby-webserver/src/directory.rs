@@ -1,0 +1,183 @@
+//! An in-memory snapshot of what per-request authorization needs: users (active, admin),
+//! auth tokens, group memberships, read-access grants and the repositories.
+//!
+//! The REST layer consults it on every editor request, so a completion pays for a hash-map
+//! lookup instead of several SQLite queries. Every service method that changes one of these
+//! tables calls [`Directory::invalidate`]; the next request reloads the snapshot. A load that
+//! raced with an invalidation is used once but not kept.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use sha2::{Digest, Sha256};
+use tabby_common::api::code::{AllowedCodeRepository, CodeRepository};
+use tabby_db::{DbConn, Pagination, RepositoryDAO};
+use tabby_schema::AccessPolicy;
+
+use crate::password::constant_time_eq;
+
+/// A repository from `config.toml`.
+#[derive(Clone, Debug)]
+pub struct ConfigRepository {
+    pub source_id: String,
+    /// As written in the config (credentials and all); used to index.
+    pub git_url: String,
+    /// Canonical form, what clients match against.
+    pub canonical_git_url: String,
+    pub name: String,
+    pub refs: Vec<String>,
+}
+
+/// The source id of a repository added through GraphQL.
+pub fn git_source_id(rowid: i64) -> String {
+    format!("git:{}", tabby_schema::encode_id(rowid))
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct UserEntry {
+    pub active: bool,
+    pub is_admin: bool,
+}
+
+pub struct Snapshot {
+    pub users: HashMap<i64, UserEntry>,
+    tokens: HashMap<[u8; 32], (i64, String)>,
+    /// Restricted source → groups granted read access.
+    grants: HashMap<String, HashSet<i64>>,
+    memberships: HashMap<i64, HashSet<i64>>,
+    pub db_repositories: Vec<RepositoryDAO>,
+    pub all_repositories: AllowedCodeRepository,
+}
+
+impl Snapshot {
+    /// The active user owning `token`.
+    pub fn user_by_auth_token(&self, token: &str) -> Option<i64> {
+        let (user_id, stored) = self.tokens.get(&token_digest(token))?;
+        (constant_time_eq(stored.as_bytes(), token.as_bytes())
+            && self.users.get(user_id).is_some_and(|u| u.active))
+        .then_some(*user_id)
+    }
+
+    pub fn policy_for(&self, user_id: i64) -> AccessPolicy {
+        let is_admin = self.users.get(&user_id).is_some_and(|u| u.is_admin);
+        let groups = self.memberships.get(&user_id);
+        let granted = self
+            .grants
+            .iter()
+            .filter(|(_, granted)| groups.is_some_and(|g| !g.is_disjoint(granted)))
+            .map(|(source, _)| source.clone())
+            .collect();
+        AccessPolicy {
+            user_id,
+            is_admin,
+            restricted: self.grants.keys().cloned().collect(),
+            granted,
+        }
+    }
+}
+
+fn token_digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+pub struct Directory {
+    db: DbConn,
+    config_repositories: Vec<ConfigRepository>,
+    snapshot: RwLock<Option<Arc<Snapshot>>>,
+    generation: AtomicU64,
+    /// Woken whenever the set of repositories changes (indexing listens).
+    pub repositories_changed: Arc<tokio::sync::Notify>,
+}
+
+impl Directory {
+    pub fn new(db: DbConn, config_repositories: Vec<ConfigRepository>) -> Self {
+        Self {
+            db,
+            config_repositories,
+            snapshot: RwLock::new(None),
+            generation: AtomicU64::new(0),
+            repositories_changed: Arc::new(tokio::sync::Notify::new()),
+        }
+    }
+
+    pub fn config_repositories(&self) -> &[ConfigRepository] {
+        &self.config_repositories
+    }
+
+    pub fn invalidate(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    pub async fn snapshot(&self) -> anyhow::Result<Arc<Snapshot>> {
+        if let Some(snapshot) = self
+            .snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Ok(snapshot);
+        }
+        let generation = self.generation.load(Ordering::SeqCst);
+        let snapshot = Arc::new(self.load().await?);
+        if self.generation.load(Ordering::SeqCst) == generation {
+            *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Some(snapshot.clone());
+        }
+        Ok(snapshot)
+    }
+
+    async fn load(&self) -> anyhow::Result<Snapshot> {
+        let users = self.db.list_users(&[], Pagination::all()).await?;
+        let mut grants: HashMap<String, HashSet<i64>> = HashMap::new();
+        for (source, group) in self.db.list_source_id_read_access_policies().await? {
+            grants.entry(source).or_default().insert(group);
+        }
+        let mut memberships: HashMap<i64, HashSet<i64>> = HashMap::new();
+        for m in self.db.list_all_user_group_memberships().await? {
+            memberships
+                .entry(m.user_id)
+                .or_default()
+                .insert(m.user_group_id);
+        }
+        let db_repositories = self.db.list_repositories(Pagination::all()).await?;
+        let mut list: Vec<CodeRepository> = self
+            .config_repositories
+            .iter()
+            .map(|r| CodeRepository {
+                git_url: r.canonical_git_url.clone(),
+                source_id: r.source_id.clone(),
+            })
+            .collect();
+        list.extend(db_repositories.iter().map(|r| CodeRepository {
+            git_url: tabby_common::git_url::canonicalize_git_url(&r.git_url),
+            source_id: git_source_id(r.id),
+        }));
+        Ok(Snapshot {
+            tokens: users
+                .iter()
+                .map(|u| (token_digest(&u.auth_token), (u.id, u.auth_token.clone())))
+                .collect(),
+            users: users
+                .iter()
+                .map(|u| {
+                    (
+                        u.id,
+                        UserEntry {
+                            active: u.active,
+                            is_admin: u.is_admin,
+                        },
+                    )
+                })
+                .collect(),
+            grants,
+            memberships,
+            db_repositories,
+            all_repositories: AllowedCodeRepository { list },
+        })
+    }
+}

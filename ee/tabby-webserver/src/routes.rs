@@ -1,0 +1,203 @@
+//! HTTP entry points of the enterprise layer: GraphQL over POST, the GraphiQL page,
+//! subscriptions over WebSocket, and the token check in front of the editors' REST API.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use axum::{
+    Extension, Json,
+    extract::{ConnectInfo, FromRequest, Request, State, WebSocketUpgrade},
+    http::{HeaderValue, Method, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use juniper_axum::{extract::JuniperRequest, response::JuniperResponse};
+use juniper_graphql_ws::ConnectionConfig;
+use tabby_common::USER_HEADER_FIELD_NAME;
+use tabby_schema::{
+    Context,
+    auth::{AuthenticationService, Claims},
+};
+
+use crate::Webserver;
+
+/// The token of a GraphQL request: `?access_token=` first, else `Authorization: Bearer <t>`
+/// (exactly that scheme, as upstream's `AuthBearer`).
+fn graphql_token(req: &Request) -> Option<String> {
+    let from_query = req.uri().query().and_then(|q| {
+        q.split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(k, _)| *k == "access_token")
+            .map(|(_, v)| v.to_string())
+    });
+    from_query.filter(|t| !t.is_empty()).or_else(|| {
+        req.headers()
+            .get(header::AUTHORIZATION)?
+            .to_str()
+            .ok()?
+            .strip_prefix("Bearer ")
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+    })
+}
+
+impl Webserver {
+    async fn context(&self, token: Option<&str>, client: Option<SocketAddr>) -> Context {
+        let claims = match token {
+            Some(token) => self.services.auth.verify_any_token(token).await.ok(),
+            None => None,
+        };
+        Context {
+            claims,
+            locator: self.services.clone(),
+            client: client.map(|a| a.ip()),
+        }
+    }
+}
+
+/// `POST /graphql` (and `GET /graphql?query=…`).
+pub async fn graphql(State(server): State<Arc<Webserver>>, req: Request) -> Response {
+    let token = graphql_token(&req);
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let JuniperRequest(request) = match JuniperRequest::from_request(req, &()).await {
+        Ok(r) => r,
+        Err(rejection) => return rejection,
+    };
+    let ctx = server.context(token.as_deref(), client).await;
+    JuniperResponse(request.execute(&*server.schema, &ctx).await).into_response()
+}
+
+/// `GET /graphiql`: the in-browser IDE.
+pub async fn graphiql() -> Response {
+    juniper_axum::graphiql("/graphql", "/subscriptions")()
+        .await
+        .into_response()
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InitError(String);
+
+/// `GET /subscriptions`: GraphQL over WebSocket, `graphql-transport-ws` or the legacy
+/// `graphql-ws`, chosen by the client's `Sec-WebSocket-Protocol`. The token travels in the
+/// `connection_init` payload as `{"authorization": "Bearer <token>"}`; a connection without
+/// one is anonymous, one with a bad token is refused.
+pub async fn subscriptions(
+    State(server): State<Arc<Webserver>>,
+    client: Option<Extension<ConnectInfo<SocketAddr>>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let client = client.map(|Extension(ConnectInfo(addr))| addr);
+    upgrade
+        .protocols(["graphql-transport-ws", "graphql-ws"])
+        .on_upgrade(move |socket| {
+            let schema = server.schema.clone();
+            let init = move |params: juniper::Variables| async move {
+                let token = params
+                    .get("authorization")
+                    .and_then(|v| v.as_scalar())
+                    .and_then(|s| juniper::ScalarValue::try_as_str(s))
+                    .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string());
+                let ctx = match token.as_deref() {
+                    None | Some("") => server.context(None, client).await,
+                    Some(token) => {
+                        let ctx = server.context(Some(token), client).await;
+                        if ctx.claims.is_none() {
+                            return Err(InitError("Invalid or expired token".into()));
+                        }
+                        ctx
+                    }
+                };
+                Ok(ConnectionConfig::new(ctx)
+                    .with_max_in_flight_operations(16)
+                    .with_keep_alive_interval(std::time::Duration::from_secs(15)))
+            };
+            juniper_axum::subscriptions::serve_ws(socket, schema, init)
+        })
+}
+
+fn json_error(status: StatusCode, message: &str) -> Response {
+    let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"tabby\""),
+        );
+    }
+    response
+}
+
+/// In front of `/v1*`: a JWT or a user auth token is required (any scheme word before it, as
+/// upstream), each user gets 120 requests a minute (health checks exempt), the request gets
+/// the server's own `x-tabby-user` (a client-sent one is dropped) and the repositories the
+/// user may read.
+pub async fn require_token(
+    State(server): State<Arc<Webserver>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if req.method() == Method::OPTIONS {
+        return next.run(req).await;
+    }
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .map(|(_, token)| token.trim().to_string())
+        .filter(|t| !t.is_empty());
+    let Some(token) = token else {
+        return json_error(
+            StatusCode::UNAUTHORIZED,
+            "missing token: send `Authorization: Bearer <token>` with your auth token from \
+             the web UI (or a session token)",
+        );
+    };
+    let Claims { user_id, .. } = match server.services.auth.verify_any_token(&token).await {
+        Ok(claims) => claims,
+        Err(tabby_schema::CoreError::Other(e)) => {
+            tracing::error!("cannot check a token: {e:#}");
+            return json_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "cannot check the token now",
+            );
+        }
+        Err(_) => {
+            return json_error(
+                StatusCode::UNAUTHORIZED,
+                "invalid token: it is unknown, expired, or its user is disabled",
+            );
+        }
+    };
+    let path = req.uri().path();
+    let exempt = path.ends_with("/v1/health") || path.ends_with("/v1beta/health");
+    if !exempt && !server.rest_limiter.try_acquire(&user_id) {
+        let mut response = json_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate limit exceeded: at most 120 requests per minute per user",
+        );
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    }
+    let snapshot = match server.directory.snapshot().await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("cannot load the access policy: {e:#}");
+            return json_error(StatusCode::SERVICE_UNAVAILABLE, "cannot check access now");
+        }
+    };
+    let allowed = snapshot
+        .policy_for(user_id)
+        .filter_repositories(&snapshot.all_repositories);
+    let headers = req.headers_mut();
+    headers.remove(USER_HEADER_FIELD_NAME);
+    if let Ok(value) = HeaderValue::from_str(&tabby_schema::encode_id(user_id)) {
+        headers.insert(USER_HEADER_FIELD_NAME, value);
+    }
+    req.extensions_mut().insert(allowed);
+    next.run(req).await
+}

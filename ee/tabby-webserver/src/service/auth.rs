@@ -1,0 +1,408 @@
+//! [`AuthenticationService`] over SQLite: registration, sign-in, sessions, invitations and
+//! account administration.
+
+use std::{net::IpAddr, sync::Arc};
+
+use async_trait::async_trait;
+use tabby_db::{DbConn, InvitationDAO, OWNER_USER_ID, UserDAO};
+use tabby_schema::{
+    AsID, CoreError, Result,
+    auth::{
+        AuthenticationService, Claims, Invitation, InvitationConnection, RefreshTokenResponse,
+        RegisterInput, RegisterResponse, TokenAuthResponse, User, UserConnection, UserSecured,
+    },
+    relay::RelayArgs,
+};
+
+use crate::{
+    directory::Directory,
+    jwt::JwtKeys,
+    password,
+    ratelimit::{BucketSpec, RateLimiter},
+};
+
+/// Failed sign-ins allowed per e-mail address: a burst of 10, then one every 30 s.
+const LOGIN_PER_EMAIL: BucketSpec = BucketSpec {
+    capacity: 10.0,
+    initial: 10.0,
+    per_second: 1.0 / 30.0,
+};
+/// Failed sign-ins allowed per client address: a burst of 50, then one every 6 s.
+const LOGIN_PER_CLIENT: BucketSpec = BucketSpec {
+    capacity: 50.0,
+    initial: 50.0,
+    per_second: 1.0 / 6.0,
+};
+
+pub struct AuthServiceImpl {
+    db: DbConn,
+    jwt: Arc<JwtKeys>,
+    directory: Arc<Directory>,
+    per_email: RateLimiter<String>,
+    per_client: RateLimiter<IpAddr>,
+    /// A hash to verify against when the e-mail is unknown, so both cases take as long.
+    dummy_hash: tokio::sync::OnceCell<String>,
+}
+
+pub fn user_secured(user: UserDAO) -> UserSecured {
+    UserSecured {
+        id: user.id.as_id(),
+        is_owner: user.is_owner(),
+        name: user.name.unwrap_or_default(),
+        email: user.email,
+        created_at: user.created_at,
+        is_admin: user.is_admin,
+        active: user.active,
+        is_sso_user: false,
+        is_password_set: user.password_encrypted.is_some(),
+        auth_token: user.auth_token,
+    }
+}
+
+pub fn user_public(user: UserDAO) -> User {
+    user_secured(user).into()
+}
+
+fn invitation(dao: InvitationDAO) -> Invitation {
+    Invitation {
+        id: dao.id.as_id(),
+        email: dao.email,
+        code: dao.code,
+        created_at: dao.created_at,
+    }
+}
+
+impl AuthServiceImpl {
+    pub fn new(db: DbConn, jwt: Arc<JwtKeys>, directory: Arc<Directory>) -> Self {
+        Self {
+            db,
+            jwt,
+            directory,
+            per_email: RateLimiter::new(LOGIN_PER_EMAIL),
+            per_client: RateLimiter::new(LOGIN_PER_CLIENT),
+            dummy_hash: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    async fn issue_tokens(&self, user_id: i64) -> Result<(String, tabby_db::RefreshTokenDAO)> {
+        let (access, _) = self.jwt.issue(user_id)?;
+        let refresh = self.db.create_refresh_token(user_id).await?;
+        Ok((access, refresh))
+    }
+
+    async fn user_dao(&self, id: i64) -> Result<UserDAO> {
+        self.db
+            .get_user(id)
+            .await?
+            .ok_or(CoreError::NotFound("User not found"))
+    }
+
+    /// Whether the e-mail's domain is one of the self-signup domains of the security setting.
+    async fn may_self_signup(&self, email: &str) -> Result<bool> {
+        let setting = self.db.read_server_setting().await?;
+        let domain = email.rsplit_once('@').map(|(_, d)| d.to_lowercase());
+        Ok(domain.is_some_and(|domain| {
+            setting
+                .allowed_register_domains()
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(&domain))
+        }))
+    }
+}
+
+#[async_trait]
+impl AuthenticationService for AuthServiceImpl {
+    async fn register(&self, input: RegisterInput) -> Result<RegisterResponse> {
+        let hash = password::hash(&input.password1).await?;
+        let name = Some(input.name.trim());
+        let user_id = match input.invitation_code.as_deref().filter(|c| !c.is_empty()) {
+            Some(code) => {
+                let invitation = self
+                    .db
+                    .get_invitation_by_code(code)
+                    .await?
+                    .filter(|i| i.email.eq_ignore_ascii_case(&input.email))
+                    .ok_or_else(|| {
+                        CoreError::invalid("invitationCode", "Invitation code is not valid")
+                    })?;
+                self.db
+                    .create_user_with_invitation(
+                        &input.email,
+                        Some(&hash),
+                        false,
+                        name,
+                        invitation.id,
+                    )
+                    .await?
+            }
+            None => match self
+                .db
+                .create_owner(&input.email, Some(&hash), name)
+                .await?
+            {
+                Some(id) => id,
+                None if self.may_self_signup(&input.email).await? => {
+                    self.db
+                        .create_user(&input.email, Some(&hash), false, name)
+                        .await?
+                }
+                None => {
+                    return Err(CoreError::invalid(
+                        "invitationCode",
+                        "An invitation code is required to register",
+                    ));
+                }
+            },
+        };
+        self.directory.invalidate();
+        let (access_token, refresh) = self.issue_tokens(user_id).await?;
+        Ok(RegisterResponse {
+            access_token,
+            refresh_token: refresh.token,
+        })
+    }
+
+    async fn token_auth(
+        &self,
+        email: &str,
+        password: &str,
+        client: Option<IpAddr>,
+    ) -> Result<TokenAuthResponse> {
+        let email_key = email.trim().to_lowercase();
+        let limited = !self.per_email.has_token(&email_key)
+            || client.is_some_and(|ip| !self.per_client.has_token(&ip));
+        if limited {
+            return Err(CoreError::TooManyRequests(
+                "Too many failed sign-in attempts; try again later".into(),
+            ));
+        }
+        let user = self.db.get_user_by_email(email.trim()).await?;
+        let hash = match user.as_ref().and_then(|u| u.password_encrypted.clone()) {
+            Some(hash) => hash,
+            None => self
+                .dummy_hash
+                .get_or_try_init(|| password::hash("not-a-password-Aa1!"))
+                .await?
+                .clone(),
+        };
+        let matches = password::verify(password, &hash).await;
+        let Some(user) = user.filter(|u| matches && u.password_encrypted.is_some()) else {
+            self.per_email.consume(&email_key);
+            if let Some(ip) = client {
+                self.per_client.consume(&ip);
+            }
+            return Err(CoreError::Rejected(
+                "Invalid email address or password".into(),
+            ));
+        };
+        if !user.active {
+            return Err(CoreError::Rejected("User is disabled".into()));
+        }
+        let (access_token, refresh) = self.issue_tokens(user.id).await?;
+        Ok(TokenAuthResponse {
+            access_token,
+            refresh_token: refresh.token,
+        })
+    }
+
+    async fn refresh_token(&self, refresh_token: &str) -> Result<RefreshTokenResponse> {
+        let new = self
+            .db
+            .rotate_refresh_token(refresh_token)
+            .await
+            .map_err(|e| match e {
+                tabby_db::DbError::NotFound { .. } => {
+                    CoreError::Unauthorized("Invalid or expired refresh token")
+                }
+                other => other.into(),
+            })?;
+        let user = self.user_dao(new.user_id).await?;
+        if !user.active {
+            self.db.delete_refresh_tokens_of_user(user.id).await?;
+            return Err(CoreError::Unauthorized("User is disabled"));
+        }
+        let (access_token, _) = self.jwt.issue(user.id)?;
+        Ok(RefreshTokenResponse {
+            access_token,
+            refresh_token: new.token,
+            refresh_expires_at: new.expires_at,
+        })
+    }
+
+    async fn verify_access_token(&self, token: &str) -> Result<Claims> {
+        let user_id = self
+            .jwt
+            .verify(token)
+            .ok_or(CoreError::Unauthorized("Invalid or expired token"))?;
+        let snapshot = self.directory.snapshot().await?;
+        if !snapshot.users.get(&user_id).is_some_and(|u| u.active) {
+            return Err(CoreError::Unauthorized(
+                "User is disabled or does not exist",
+            ));
+        }
+        Ok(Claims {
+            user_id,
+            generated_from_auth_token: false,
+        })
+    }
+
+    async fn verify_any_token(&self, token: &str) -> Result<Claims> {
+        if let Ok(claims) = self.verify_access_token(token).await {
+            return Ok(claims);
+        }
+        let snapshot = self.directory.snapshot().await?;
+        let user_id = snapshot
+            .user_by_auth_token(token)
+            .ok_or(CoreError::Unauthorized("Invalid token"))?;
+        Ok(Claims {
+            user_id,
+            generated_from_auth_token: true,
+        })
+    }
+
+    async fn is_admin_initialized(&self) -> Result<bool> {
+        Ok(self.db.get_user(OWNER_USER_ID).await?.is_some())
+    }
+
+    async fn get_user(&self, id: i64) -> Result<UserSecured> {
+        Ok(user_secured(self.user_dao(id).await?))
+    }
+
+    async fn list_users(&self, ids: Vec<i64>, page: RelayArgs) -> Result<UserConnection> {
+        let page = page
+            .paginate(
+                |u: &User| u.id.to_string(),
+                |p| async move {
+                    Ok(self
+                        .db
+                        .list_users(&ids, p)
+                        .await?
+                        .into_iter()
+                        .map(user_public)
+                        .collect())
+                },
+            )
+            .await?;
+        Ok(page.into())
+    }
+
+    async fn reset_user_auth_token(&self, id: i64) -> Result<()> {
+        self.db.reset_user_auth_token(id).await?;
+        self.directory.invalidate();
+        Ok(())
+    }
+
+    async fn update_user_password(
+        &self,
+        id: i64,
+        old_password: Option<&str>,
+        new_password: &str,
+    ) -> Result<()> {
+        let user = self.user_dao(id).await?;
+        if let Some(current) = &user.password_encrypted {
+            let old = old_password.unwrap_or_default();
+            if !password::verify(old, current).await {
+                return Err(CoreError::invalid(
+                    "oldPassword",
+                    "Old password is incorrect",
+                ));
+            }
+        }
+        let hash = password::hash(new_password).await?;
+        self.db.update_user_password(id, Some(&hash)).await?;
+        // Other sessions end with the old password.
+        self.db.delete_refresh_tokens_of_user(id).await?;
+        Ok(())
+    }
+
+    async fn logout_all_sessions(&self, id: i64) -> Result<()> {
+        self.db.delete_refresh_tokens_of_user(id).await?;
+        Ok(())
+    }
+
+    async fn create_invitation(&self, email: &str) -> Result<Invitation> {
+        if self.db.get_user_by_email(email).await?.is_some() {
+            return Err(CoreError::invalid(
+                "email",
+                "A user with this email already exists",
+            ));
+        }
+        Ok(invitation(self.db.create_invitation(email).await?))
+    }
+
+    async fn delete_invitation(&self, id: i64) -> Result<()> {
+        self.db.delete_invitation(id).await.map_err(|e| match e {
+            tabby_db::DbError::NotFound { .. } => CoreError::NotFound("Invitation not found"),
+            other => other.into(),
+        })
+    }
+
+    async fn list_invitations(&self, page: RelayArgs) -> Result<InvitationConnection> {
+        let page = page
+            .paginate(
+                |i: &Invitation| i.id.to_string(),
+                |p| async move {
+                    Ok(self
+                        .db
+                        .list_invitations(p)
+                        .await?
+                        .into_iter()
+                        .map(invitation)
+                        .collect())
+                },
+            )
+            .await?;
+        Ok(page.into())
+    }
+
+    async fn update_user_active(&self, actor: i64, id: i64, active: bool) -> Result<()> {
+        if id == OWNER_USER_ID {
+            return Err(CoreError::Rejected(
+                "The owner's status cannot be changed".into(),
+            ));
+        }
+        if id == actor {
+            return Err(CoreError::Rejected(
+                "You cannot change your own status".into(),
+            ));
+        }
+        self.user_dao(id).await?;
+        self.db.update_user_active(id, active).await?;
+        if !active {
+            self.db.delete_refresh_tokens_of_user(id).await?;
+        }
+        self.directory.invalidate();
+        Ok(())
+    }
+
+    async fn update_user_role(&self, actor: i64, id: i64, is_admin: bool) -> Result<()> {
+        if id == OWNER_USER_ID {
+            return Err(CoreError::Rejected(
+                "The owner's role cannot be changed".into(),
+            ));
+        }
+        if id == actor {
+            return Err(CoreError::Rejected(
+                "You cannot change your own role".into(),
+            ));
+        }
+        self.user_dao(id).await?;
+        self.db.update_user_role(id, is_admin).await?;
+        self.directory.invalidate();
+        Ok(())
+    }
+
+    async fn update_user_name(&self, id: i64, name: &str) -> Result<()> {
+        self.user_dao(id).await?;
+        self.db.update_user_name(id, name).await?;
+        Ok(())
+    }
+
+    async fn registration_token(&self) -> Result<String> {
+        Ok(self.db.read_registration_token().await?)
+    }
+
+    async fn reset_registration_token(&self) -> Result<String> {
+        Ok(self.db.reset_registration_token().await?)
+    }
+}

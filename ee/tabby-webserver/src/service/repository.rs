@@ -1,0 +1,200 @@
+//! [`RepositoryService`]: git repositories stored in SQLite (`git:<id>`) next to the ones from
+//! `config.toml` (`config:<hashid>`).
+
+use std::{path::PathBuf, sync::Arc};
+
+use async_trait::async_trait;
+use juniper::ID;
+use tabby_common::git_url::GitUrl;
+use tabby_db::{DbConn, DbError, RepositoryDAO};
+use tabby_schema::{
+    AccessPolicy, AsID, CoreError, Result,
+    relay::RelayArgs,
+    repository::{
+        GitReference, GitRepository, GitRepositoryConnection, Repository, RepositoryKind,
+        RepositoryService,
+    },
+};
+
+use crate::directory::{Directory, git_source_id};
+
+pub struct RepositoryServiceImpl {
+    db: DbConn,
+    directory: Arc<Directory>,
+    repositories_dir: PathBuf,
+}
+
+/// Refs as stored: trimmed, without empties or duplicates.
+fn normalize_refs(refs: Vec<String>) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for r in refs {
+        let r = r.trim().to_string();
+        if r.is_empty() {
+            continue;
+        }
+        if r.chars().any(|c| c.is_whitespace() || c.is_control()) || r.starts_with('-') {
+            return Err(CoreError::invalid(
+                "refs",
+                format!("{r:?} is not a valid git ref"),
+            ));
+        }
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+impl RepositoryServiceImpl {
+    pub fn new(db: DbConn, directory: Arc<Directory>, repositories_dir: PathBuf) -> Self {
+        Self {
+            db,
+            directory,
+            repositories_dir,
+        }
+    }
+
+    fn references(&self, git_url: &str, refs: &[String]) -> Vec<GitReference> {
+        let resolved = tabby_index::ref_commits(git_url, &self.repositories_dir, refs);
+        let names: Vec<String> = if refs.is_empty() {
+            resolved.iter().map(|(name, _)| name.clone()).collect()
+        } else {
+            refs.to_vec()
+        };
+        names
+            .into_iter()
+            .map(|name| GitReference {
+                commit: resolved
+                    .iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, c)| c.clone())
+                    .unwrap_or_default(),
+                name,
+            })
+            .collect()
+    }
+
+    fn git_repository(&self, dao: RepositoryDAO) -> GitRepository {
+        GitRepository {
+            id: dao.id.as_id(),
+            source_id: git_source_id(dao.id),
+            refs: self.references(&dao.git_url, &dao.refs),
+            name: dao.name,
+            git_url: dao.git_url,
+        }
+    }
+
+    fn changed(&self) {
+        self.directory.invalidate();
+        self.directory.repositories_changed.notify_one();
+    }
+}
+
+fn db_error(e: DbError) -> CoreError {
+    match e {
+        DbError::AlreadyExists { .. } => CoreError::invalid(
+            "name",
+            "A repository with this name or git URL already exists",
+        ),
+        DbError::NotFound { .. } => CoreError::NotFound("Repository not found"),
+        other => other.into(),
+    }
+}
+
+#[async_trait]
+impl RepositoryService for RepositoryServiceImpl {
+    async fn list_git(&self, page: RelayArgs) -> Result<GitRepositoryConnection> {
+        let page = page
+            .paginate(
+                |r: &GitRepository| r.id.to_string(),
+                |p| async move {
+                    let daos = self.db.list_repositories(p).await?;
+                    Ok(daos.into_iter().map(|d| self.git_repository(d)).collect())
+                },
+            )
+            .await?;
+        Ok(page.into())
+    }
+
+    async fn create_git(&self, name: &str, git_url: &str, refs: Vec<String>) -> Result<ID> {
+        let refs = normalize_refs(refs)?;
+        if self
+            .directory
+            .config_repositories()
+            .iter()
+            .any(|r| r.git_url == git_url)
+        {
+            return Err(CoreError::invalid(
+                "gitUrl",
+                "This repository is already configured in config.toml",
+            ));
+        }
+        let id = self
+            .db
+            .create_repository(name, git_url, &refs)
+            .await
+            .map_err(db_error)?;
+        self.changed();
+        Ok(id.as_id())
+    }
+
+    async fn update_git(&self, id: i64, refs: Vec<String>) -> Result<()> {
+        let refs = normalize_refs(refs)?;
+        self.db
+            .update_repository_refs(id, &refs)
+            .await
+            .map_err(db_error)?;
+        self.changed();
+        Ok(())
+    }
+
+    async fn delete_git(&self, id: i64) -> Result<()> {
+        self.db.delete_repository(id).await.map_err(db_error)?;
+        self.changed();
+        Ok(())
+    }
+
+    async fn repository_list(&self, policy: &AccessPolicy) -> Result<Vec<Repository>> {
+        let snapshot = self.directory.snapshot().await?;
+        let mut out = Vec::new();
+        for (i, repo) in self.directory.config_repositories().iter().enumerate() {
+            if !policy.can_read(&repo.source_id) {
+                continue;
+            }
+            out.push(Repository {
+                id: (i as i64).as_id(),
+                source_id: repo.source_id.clone(),
+                source_kind: "git".into(),
+                source_name: repo.name.clone(),
+                name: repo.name.clone(),
+                kind: RepositoryKind::GitConfig,
+                git_url: repo.canonical_git_url.clone(),
+                refs: self.references(&repo.git_url, &repo.refs),
+            });
+        }
+        for dao in &snapshot.db_repositories {
+            let source_id = git_source_id(dao.id);
+            if !policy.can_read(&source_id) {
+                continue;
+            }
+            out.push(Repository {
+                id: dao.id.as_id(),
+                source_id,
+                source_kind: "git".into(),
+                source_name: dao.name.clone(),
+                name: dao.name.clone(),
+                kind: RepositoryKind::Git,
+                git_url: tabby_common::git_url::canonicalize_git_url(&dao.git_url),
+                refs: self.references(&dao.git_url, &dao.refs),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The display name of a config repository: the last path segment of its URL.
+pub fn repository_name(git_url: &str) -> String {
+    GitUrl::parse(git_url)
+        .map(|u| u.name().to_string())
+        .unwrap_or_else(|| git_url.rsplit('/').next().unwrap_or(git_url).to_string())
+}
