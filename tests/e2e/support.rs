@@ -17,6 +17,51 @@ pub struct TabbyServer {
     url: String,
     pub root: tempfile::TempDir,
     stderr_path: PathBuf,
+    extra: Vec<String>,
+    starts: usize,
+}
+
+/// Spawns `tabby serve` on `root` and waits for the address it prints.
+fn spawn_serve(
+    root: &Path,
+    stderr_path: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, String) {
+    let stderr = std::fs::File::create(stderr_path).expect("stderr log");
+    let mut child = Command::new(tabby_bin())
+        .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+        .args(extra)
+        .env("TABBY_ROOT", root)
+        .env("RUST_LOG", "tabby=debug,warn")
+        // Hermetic: the JWT secret comes from `env` or the database, never from the caller's
+        // environment.
+        .env_remove("TABBY_WEBSERVER_JWT_TOKEN_SECRET")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn tabby");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("Listening at ") {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(url) => (child, url),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "tabby did not start; stderr:\n{}",
+                std::fs::read_to_string(stderr_path).unwrap_or_default()
+            );
+        }
+    }
 }
 
 pub fn tabby_bin() -> &'static str {
@@ -29,6 +74,12 @@ impl TabbyServer {
         Self::start_with_args(config, &["--no-webserver"])
     }
 
+    /// Starts `tabby serve` WITH the enterprise layer (SQLite at `$TABBY_ROOT/ee/db.sqlite`,
+    /// GraphQL, tokens required on `/v1*`), with `env` added to its environment.
+    pub fn start_ee(config: &str, env: &[(&str, &str)]) -> TabbyServer {
+        Self::start_with_env(config, &[], env)
+    }
+
     pub fn start_with_args(config: &str, extra: &[&str]) -> TabbyServer {
         Self::start_with_env(config, extra, &[])
     }
@@ -37,42 +88,34 @@ impl TabbyServer {
         let root = tempfile::tempdir().expect("temp dir");
         std::fs::write(root.path().join("config.toml"), config).expect("write config");
         let stderr_path = root.path().join("stderr.log");
-        let stderr = std::fs::File::create(&stderr_path).expect("stderr log");
-        let mut child = Command::new(tabby_bin())
-            .args(["serve", "--host", "127.0.0.1", "--port", "0"])
-            .args(extra)
-            .env("TABBY_ROOT", root.path())
-            .env("RUST_LOG", "tabby=debug,warn")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn tabby");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(url) = line.strip_prefix("Listening at ") {
-                    let _ = tx.send(url.trim().to_string());
-                }
-            }
-        });
-        let url = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(url) => url,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "tabby did not start; stderr:\n{}",
-                    std::fs::read_to_string(&stderr_path).unwrap_or_default()
-                );
-            }
-        };
+        let (child, url) = spawn_serve(root.path(), &stderr_path, extra, env);
         TabbyServer {
             child: Some(child),
             url,
             root,
             stderr_path,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            starts: 1,
         }
+    }
+
+    /// Stops the server (SIGTERM, clean exit) and starts a new one on the same `TABBY_ROOT`
+    /// with the same arguments and `env`; its stderr goes to a new log file.
+    pub fn restart(&mut self, env: &[(&str, &str)]) {
+        if self.child.is_some() {
+            let status = self.terminate();
+            assert!(
+                status.success(),
+                "exit status {status:?}; stderr:\n{}",
+                self.stderr()
+            );
+        }
+        self.starts += 1;
+        self.stderr_path = self.root.path().join(format!("stderr-{}.log", self.starts));
+        let extra: Vec<&str> = self.extra.iter().map(String::as_str).collect();
+        let (child, url) = spawn_serve(self.root.path(), &self.stderr_path, &extra, env);
+        self.child = Some(child);
+        self.url = url;
     }
 
     pub fn url(&self, path: &str) -> String {

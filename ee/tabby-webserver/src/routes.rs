@@ -54,9 +54,33 @@ impl Webserver {
     }
 }
 
+/// Drops `access_token` from the query string: juniper's `GET /graphql` extractor refuses
+/// unknown parameters, so `GET /graphql?query=…&access_token=…` would be a 400.
+fn strip_access_token(req: &mut Request) {
+    let Some(query) = req.uri().query() else {
+        return;
+    };
+    let is_token = |pair: &&str| pair.split_once('=').map_or(*pair, |(k, _)| k) == "access_token";
+    if !query.split('&').any(|pair| is_token(&pair)) {
+        return;
+    }
+    let kept: Vec<&str> = query.split('&').filter(|pair| !is_token(pair)).collect();
+    let path_and_query = if kept.is_empty() {
+        req.uri().path().to_string()
+    } else {
+        format!("{}?{}", req.uri().path(), kept.join("&"))
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.path_and_query = path_and_query.parse().ok();
+    if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+        *req.uri_mut() = uri;
+    }
+}
+
 /// `POST /graphql` (and `GET /graphql?query=…`).
-pub async fn graphql(State(server): State<Arc<Webserver>>, req: Request) -> Response {
+pub async fn graphql(State(server): State<Arc<Webserver>>, mut req: Request) -> Response {
     let token = graphql_token(&req);
+    strip_access_token(&mut req);
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

@@ -106,7 +106,26 @@ impl UserGroupService for UserGroupServiceImpl {
         Ok(id.as_id())
     }
 
+    /// Refuses to delete the only group granted read access to a source: the grant rows would
+    /// go with it and the source would silently become public (upstream fails open here).
     async fn delete(&self, id: i64) -> Result<()> {
+        let mut grants: HashMap<String, Vec<i64>> = HashMap::new();
+        for (source, group) in self.db.list_source_id_read_access_policies().await? {
+            grants.entry(source).or_default().push(group);
+        }
+        let mut sole: Vec<String> = grants
+            .into_iter()
+            .filter(|(_, groups)| groups.as_slice() == [id])
+            .map(|(source, _)| source)
+            .collect();
+        if !sole.is_empty() {
+            sole.sort();
+            return Err(CoreError::Rejected(format!(
+                "This group is the only one with read access to {}; deleting it would make \
+                 them readable by everyone. Revoke its access or grant another group first.",
+                sole.join(", ")
+            )));
+        }
         self.db
             .delete_user_group(id)
             .await
@@ -171,6 +190,7 @@ impl AccessPolicyService for UserGroupServiceImpl {
     }
 
     async fn revoke_read_access(&self, source_id: &str, group_id: i64) -> Result<()> {
+        self.require_group(group_id).await?;
         self.db
             .revoke_source_id_read_access(source_id, group_id)
             .await?;

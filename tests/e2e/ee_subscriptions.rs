@@ -1,0 +1,232 @@
+//! GraphQL subscriptions over WebSocket at `/subscriptions`: both protocols, the token in the
+//! `connection_init` payload.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::{
+    MaybeTlsStream, WebSocketStream,
+    tungstenite::{Message, client::IntoClientRequest},
+};
+
+use crate::{ee_support::*, support::*};
+
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Opens `/subscriptions` with the subprotocol `protocol`; checks the server picked it.
+async fn connect(server: &TabbyServer, protocol: &str) -> Socket {
+    let url = server.url("/subscriptions").replacen("http://", "ws://", 1);
+    let mut request = url.into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("sec-websocket-protocol", protocol.parse().unwrap());
+    let (socket, response) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("WebSocket handshake");
+    assert_eq!(
+        response
+            .headers()
+            .get("sec-websocket-protocol")
+            .and_then(|v| v.to_str().ok()),
+        Some(protocol)
+    );
+    socket
+}
+
+async fn send(socket: &mut Socket, message: Value) {
+    socket
+        .send(Message::text(message.to_string()))
+        .await
+        .expect("send");
+}
+
+/// What the server sent next: a JSON message, or the close frame (code, reason); keep-alives
+/// (`ka`, `ping`, `pong`) are skipped.
+#[derive(Debug)]
+enum Received {
+    Json(Value),
+    Closed(Option<(u16, String)>),
+}
+
+async fn receive(socket: &mut Socket) -> Received {
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), socket.next())
+            .await
+            .expect("no message from the server within 10 s");
+        match next {
+            None => return Received::Closed(None),
+            Some(Err(e)) => panic!("WebSocket error: {e}"),
+            Some(Ok(Message::Text(text))) => {
+                let value: Value = serde_json::from_str(&text).expect("JSON message");
+                if ["ka", "ping", "pong"].contains(&value["type"].as_str().unwrap_or_default()) {
+                    continue;
+                }
+                return Received::Json(value);
+            }
+            Some(Ok(Message::Close(frame))) => {
+                return Received::Closed(frame.map(|f| (u16::from(f.code), f.reason.to_string())));
+            }
+            Some(Ok(_)) => continue,
+        }
+    }
+}
+
+async fn receive_json(socket: &mut Socket) -> Value {
+    match receive(socket).await {
+        Received::Json(v) => v,
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+fn init(token: Option<&str>) -> Value {
+    match token {
+        Some(token) => {
+            json!({"type": "connection_init", "payload": {"authorization": format!("Bearer {token}")}})
+        }
+        None => json!({"type": "connection_init", "payload": {}}),
+    }
+}
+
+/// The operation `id` ends with one `kind` message carrying no data and an error with
+/// extensions.code `code`, then `complete`.
+async fn assert_refused(socket: &mut Socket, id: &str, kind: &str, code: &str) {
+    let message = receive_json(socket).await;
+    assert_eq!(message["id"], id, "{message}");
+    assert_eq!(message["type"], kind, "{message}");
+    assert!(message["payload"]["data"].is_null(), "{message}");
+    let errors = message["payload"]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{message}");
+    assert_eq!(errors[0]["extensions"]["code"], code, "{message}");
+    assert_eq!(errors[0]["path"], json!(["ping"]), "{message}");
+    assert_eq!(
+        receive_json(socket).await,
+        json!({"id": id, "type": "complete"})
+    );
+}
+
+const PING: &str = "subscription { ping(count: 3) }";
+
+/// `graphql-transport-ws`: connection_init → connection_ack, subscribe → next × 3 → complete.
+async fn transport_ws_ping(server: &TabbyServer, token: &str) {
+    let mut socket = connect(server, "graphql-transport-ws").await;
+    send(&mut socket, init(Some(token))).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    send(
+        &mut socket,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": PING}}),
+    )
+    .await;
+    for n in 1..=3 {
+        assert_eq!(
+            receive_json(&mut socket).await,
+            json!({"id": "1", "type": "next", "payload": {"data": {"ping": n}}})
+        );
+    }
+    assert_eq!(
+        receive_json(&mut socket).await,
+        json!({"id": "1", "type": "complete"})
+    );
+    socket.close(None).await.ok();
+}
+
+#[tokio::test]
+async fn ee_ping_over_graphql_transport_ws() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    // Both a session and an editor's auth token may subscribe.
+    transport_ws_ping(&server, &owner.access_token).await;
+    transport_ws_ping(&server, &owner.auth_token).await;
+
+    // Anonymous: the connection is accepted, the subscription is refused with UNAUTHORIZED.
+    let mut socket = connect(&server, "graphql-transport-ws").await;
+    send(&mut socket, init(None)).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    send(
+        &mut socket,
+        json!({"id": "a", "type": "subscribe", "payload": {"query": PING}}),
+    )
+    .await;
+    assert_refused(&mut socket, "a", "next", "UNAUTHORIZED").await;
+
+    // A bad token: the connection init is refused (4403) and the socket closed.
+    let mut socket = connect(&server, "graphql-transport-ws").await;
+    send(&mut socket, init(Some("not-a-token"))).await;
+    match receive(&mut socket).await {
+        Received::Closed(Some((code, reason))) => {
+            assert_eq!(code, 4403, "{reason}");
+            assert!(reason.contains("Invalid or expired token"), "{reason}");
+        }
+        other => panic!("expected the connection to be closed, got {other:?}"),
+    }
+
+    // Arguments are validated.
+    let mut socket = connect(&server, "graphql-transport-ws").await;
+    send(&mut socket, init(Some(&owner.auth_token))).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    send(
+        &mut socket,
+        json!({"id": "b", "type": "subscribe", "payload": {"query": "subscription { ping(count: 0) }"}}),
+    )
+    .await;
+    let message = receive_json(&mut socket).await;
+    assert_eq!(message["type"], "next", "{message}");
+    assert!(message["payload"]["data"].is_null(), "{message}");
+    assert_eq!(
+        validation_paths(&message["payload"]["errors"][0]),
+        ["count"]
+    );
+}
+
+#[tokio::test]
+async fn ee_ping_over_legacy_graphql_ws() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+
+    let mut socket = connect(&server, "graphql-ws").await;
+    send(&mut socket, init(Some(&owner.access_token))).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    send(
+        &mut socket,
+        json!({"id": "1", "type": "start", "payload": {"query": PING}}),
+    )
+    .await;
+    for n in 1..=3 {
+        assert_eq!(
+            receive_json(&mut socket).await,
+            json!({"id": "1", "type": "data", "payload": {"data": {"ping": n}}})
+        );
+    }
+    assert_eq!(
+        receive_json(&mut socket).await,
+        json!({"id": "1", "type": "complete"})
+    );
+
+    // Anonymous: UNAUTHORIZED.
+    let mut socket = connect(&server, "graphql-ws").await;
+    send(&mut socket, init(None)).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    send(
+        &mut socket,
+        json!({"id": "a", "type": "start", "payload": {"query": PING}}),
+    )
+    .await;
+    assert_refused(&mut socket, "a", "data", "UNAUTHORIZED").await;
+
+    // A bad token: connection_error, then the server ends the connection.
+    let mut socket = connect(&server, "graphql-ws").await;
+    send(&mut socket, init(Some("not-a-token"))).await;
+    let message = receive_json(&mut socket).await;
+    assert_eq!(message["type"], "connection_error", "{message}");
+    assert!(
+        message["payload"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Invalid or expired token")),
+        "{message}"
+    );
+    assert!(
+        matches!(receive(&mut socket).await, Received::Closed(_)),
+        "the connection stays open after connection_error"
+    );
+}
