@@ -74,6 +74,9 @@ pub struct Script {
     /// List OpenAI embedding results last input first (each keeps its `index`), as servers that
     /// finish a batch out of order do.
     pub reverse_embedding_order: bool,
+    /// Chat answers by request: the first rule whose needle occurs in the raw request body
+    /// answers with its pieces instead of `pieces`.
+    pub rules: Vec<(String, Vec<String>)>,
 }
 
 impl Default for Script {
@@ -85,6 +88,7 @@ impl Default for Script {
             piece_interval: Duration::from_millis(2),
             embedding_dim: 8,
             reverse_embedding_order: false,
+            rules: Vec::new(),
         }
     }
 }
@@ -97,6 +101,29 @@ impl Script {
     {
         self.pieces = pieces.into_iter().map(Into::into).collect();
         self
+    }
+
+    /// Chat requests whose body contains `needle` get these pieces.
+    pub fn when<I, S>(mut self, needle: &str, pieces: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.rules.push((
+            needle.to_string(),
+            pieces.into_iter().map(Into::into).collect(),
+        ));
+        self
+    }
+
+    /// The pieces that answer a request with this body.
+    pub fn pieces_for(&self, body: &[u8]) -> &[String] {
+        let body = String::from_utf8_lossy(body);
+        self.rules
+            .iter()
+            .find(|(needle, _)| body.contains(needle.as_str()))
+            .map(|(_, pieces)| pieces.as_slice())
+            .unwrap_or(&self.pieces)
     }
 
     pub fn delay(mut self, delay: Duration) -> Self {

@@ -77,6 +77,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, bytes: Bytes) -> Re
     let id = format!("chatcmpl-fake-{}", shared.next_id());
     let model = model_of(&body, "fake-model");
     let created = unix_now();
+    let pieces = script.pieces_for(&bytes).to_vec();
     if !stream_requested(&body, false) {
         return Json(json!({
             "id": id,
@@ -85,7 +86,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, bytes: Bytes) -> Re
             "model": model,
             "choices": [{
                 "index": 0,
-                "message": { "role": "assistant", "content": script.pieces.concat() },
+                "message": { "role": "assistant", "content": pieces.concat() },
                 "logprobs": null,
                 "finish_reason": "stop",
             }],
@@ -93,7 +94,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, bytes: Bytes) -> Re
         }))
         .into_response();
     }
-    let mut frames = sse_frames(&chat_chunks(&id, &model, created, &script.pieces));
+    let mut frames = sse_frames(&chat_chunks(&id, &model, created, &pieces));
     frames.push("data: [DONE]\n\n".into());
     streamed(frames, script.piece_interval, SSE)
 }

@@ -42,6 +42,10 @@ pub struct ServeOptions {
 pub struct App {
     pub router: Router,
     pub logger: FileEventLogger,
+    /// Every sink of events (the file log plus the layers' loggers).
+    pub event_logger: Arc<dyn EventLogger>,
+    /// The chat model, when one loaded.
+    pub chat_engine: Option<Arc<dyn tabby_inference::ChatCompletionStream>>,
 }
 
 /// What another layer (the enterprise webserver) adds to the application.
@@ -72,6 +76,7 @@ pub fn build_app(
         all.extend(layers.event_loggers);
         Arc::new(ComposedLogger(all))
     };
+    let shared_logger_for_app = shared_logger.clone();
     let effective_models = with_local_defaults(&config.model);
     let models = load_models(&effective_models, &paths.models_dir())?;
     let languages = Arc::new(config.language_table());
@@ -85,6 +90,7 @@ pub fn build_app(
             shared_logger.clone(),
         ))
     });
+    let chat_engine = models.chat.clone();
     let chat = models
         .chat
         .map(|engine| Arc::new(ChatService::new(engine, shared_logger.clone())));
@@ -135,7 +141,12 @@ pub fn build_app(
             routes::metrics::track,
         ))
         .route("/metrics", get(routes::metrics::render).with_state(metrics));
-    Ok(App { router, logger })
+    Ok(App {
+        router,
+        logger,
+        event_logger: shared_logger_for_app,
+        chat_engine,
+    })
 }
 
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
@@ -164,11 +175,22 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             Arc::new(config.language_table()),
         ))
     });
-    let (layers, extra_repositories) = match enterprise {
-        Some(e) => (e.layers, Some(e.repositories)),
-        None => (Layers::default(), None),
+    let (layers, extra_repositories, answer) = match enterprise {
+        Some(e) => (e.layers, Some(e.repositories), Some(e.enable_answer)),
+        None => (Layers::default(), None, None),
     };
-    let app = build_app(&config, &paths, webserver, code_search, layers)?;
+    let app = build_app(&config, &paths, webserver, code_search.clone(), layers)?;
+    if let (Some(enable), Some(chat)) = (answer, app.chat_engine.clone()) {
+        enable(AnswerSetup {
+            chat,
+            code_search: code_search.clone().map(|c| c as Arc<dyn CodeSearch>),
+            doc_search: Arc::new(crate::services::doc::DocSearchService::new(
+                paths.index_dir(),
+            )),
+            logger: app.event_logger.clone(),
+            config: config.answer.clone(),
+        });
+    }
     let indexing = crate::indexing::spawn_background_indexing(
         paths.clone(),
         Arc::new(config.clone()),
@@ -223,11 +245,21 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What the Answer Engine is built from, once the models are loaded.
+struct AnswerSetup {
+    chat: Arc<dyn tabby_inference::ChatCompletionStream>,
+    code_search: Option<Arc<dyn CodeSearch>>,
+    doc_search: Arc<dyn tabby_common::api::doc::DocSearch>,
+    logger: Arc<dyn EventLogger>,
+    config: tabby_common::config::AnswerConfig,
+}
+
 /// The enterprise layer as `serve` plugs it in.
 struct Enterprise {
     health_flag: bool,
     layers: Layers,
     repositories: crate::indexing::ExtraRepositories,
+    enable_answer: Box<dyn FnOnce(AnswerSetup) + Send>,
 }
 
 #[cfg(feature = "ee")]
@@ -248,12 +280,10 @@ async fn start_enterprise(
             refs: repo.refs.clone(),
         })
         .collect();
-    let models = with_local_defaults(&config.model);
     let server = Webserver::new(WebserverOptions {
         db_path: paths.ee_db_file(),
         repositories_dir: paths.repositories_dir(),
         config_repositories,
-        is_chat_enabled: models.chat.is_some(),
     })
     .await?;
     info!("webserver on: /v1 needs a token; GraphQL at /graphql");
@@ -289,6 +319,15 @@ async fn start_enterprise(
             list,
             changed: server.repositories_changed(),
         },
+        enable_answer: Box::new(move |setup: AnswerSetup| {
+            server.enable_answer_engine(tabby_webserver::service::answer::AnswerDeps {
+                chat: setup.chat,
+                code: setup.code_search,
+                docs: Some(setup.doc_search),
+                logger: setup.logger,
+                config: setup.config,
+            })
+        }),
     }))
 }
 

@@ -20,6 +20,7 @@ mod refresh_tokens;
 mod registration_token;
 mod repositories;
 mod server_setting;
+mod threads;
 mod user_completions;
 mod user_events;
 mod user_groups;
@@ -39,6 +40,10 @@ pub use password_reset::PasswordResetDAO;
 pub use refresh_tokens::{REFRESH_TOKEN_LIFETIME_DAYS, RefreshTokenDAO};
 pub use repositories::RepositoryDAO;
 pub use server_setting::ServerSettingDAO;
+pub use threads::{
+    Attachment, AttachmentClientCode, AttachmentCode, AttachmentCodeFileList, AttachmentCommitDoc,
+    AttachmentDoc, AttachmentIngestedDoc, AttachmentWebDoc, ThreadDAO, ThreadMessageDAO,
+};
 pub use user_completions::{CompletionCounter, DailyStatsDAO, DailyStatsQuery};
 pub use user_events::UserEventDAO;
 pub use user_groups::{UserGroupDAO, UserGroupMembershipDAO};

@@ -14,6 +14,7 @@ pub mod relay;
 pub mod repository;
 mod schema;
 pub mod setting;
+pub mod thread;
 pub mod usage;
 pub mod user_group;
 

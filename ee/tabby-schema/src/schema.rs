@@ -21,6 +21,10 @@ use crate::{
         validate_repository_name,
     },
     setting::{ServerInfo, SettingService},
+    thread::{
+        CreateThreadAndRunInput, CreateThreadRunInput, MessageConnection, ThreadConnection,
+        ThreadRunStream, ThreadService, UpdateMessageInput,
+    },
     usage::{CompletionStats, Language, UsageService, UserEventConnection},
     user_group::{
         AccessPolicyService, CreateUserGroupInput, SourceIdAccessPolicy,
@@ -36,6 +40,7 @@ pub trait ServiceLocator: Send + Sync {
     fn repository(&self) -> Arc<dyn RepositoryService>;
     fn usage(&self) -> Arc<dyn UsageService>;
     fn setting(&self) -> Arc<dyn SettingService>;
+    fn thread(&self) -> Arc<dyn ThreadService>;
 }
 
 /// Per request (or per WebSocket connection): who is calling, and the services.
@@ -111,6 +116,36 @@ fn usage_users(user: &UserSecured, users: Option<Vec<ID>>) -> Result<Vec<i64>> {
         return Err(CoreError::Forbidden("You can only see your own usage"));
     }
     Ok(vec![own])
+}
+
+/// Admins read any thread; others read their own and shared (non-ephemeral) ones.
+async fn check_thread_readable(ctx: &Context, user: &UserSecured, thread_id: i64) -> Result<()> {
+    let thread = ctx
+        .locator
+        .thread()
+        .get(thread_id)
+        .await?
+        .ok_or(CoreError::NotFound("Thread not found"))?;
+    if user.is_admin || thread.user_id == user.id || !thread.is_ephemeral {
+        Ok(())
+    } else {
+        Err(CoreError::Forbidden("You cannot read this thread"))
+    }
+}
+
+/// Only the owner changes a thread (admins too).
+async fn check_thread_owner(ctx: &Context, user: &UserSecured, thread_id: i64) -> Result<()> {
+    let thread = ctx
+        .locator
+        .thread()
+        .get(thread_id)
+        .await?
+        .ok_or(CoreError::NotFound("Thread not found"))?;
+    if user.is_admin || thread.user_id == user.id {
+        Ok(())
+    } else {
+        Err(CoreError::Forbidden("You can only change your own threads"))
+    }
 }
 
 pub struct Query;
@@ -243,6 +278,68 @@ impl Query {
     async fn user_groups(ctx: &Context) -> Result<Vec<UserGroup>> {
         check_user(ctx).await?;
         ctx.locator.user_group().list().await
+    }
+
+    /// Threads the caller may read (all for admins; others: their own and shared ones).
+    #[allow(clippy::too_many_arguments)]
+    async fn threads(
+        ctx: &Context,
+        ids: Option<Vec<ID>>,
+        is_ephemeral: Option<bool>,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<ThreadConnection> {
+        let user = check_user_allow_auth_token(ctx).await?;
+        let viewer = (!user.is_admin).then(|| user.id.as_rowid()).transpose()?;
+        ctx.locator
+            .thread()
+            .list(
+                rowids(ids)?,
+                is_ephemeral,
+                None,
+                viewer,
+                RelayArgs::new(after, before, first, last),
+            )
+            .await
+    }
+
+    async fn my_threads(
+        ctx: &Context,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<ThreadConnection> {
+        let user = check_user(ctx).await?;
+        ctx.locator
+            .thread()
+            .list(
+                vec![],
+                None,
+                Some(user.id.as_rowid()?),
+                None,
+                RelayArgs::new(after, before, first, last),
+            )
+            .await
+    }
+
+    async fn thread_messages(
+        ctx: &Context,
+        thread_id: ID,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<MessageConnection> {
+        let user = check_user_allow_auth_token(ctx).await?;
+        let thread_id = thread_id.as_rowid()?;
+        check_thread_readable(ctx, &user, thread_id).await?;
+        ctx.locator
+            .thread()
+            .list_messages(thread_id, RelayArgs::new(after, before, first, last))
+            .await
     }
 
     async fn source_id_access_policies(
@@ -528,10 +625,65 @@ impl Mutation {
         Ok(true)
     }
 
+    /// Keeps a thread (ephemeral threads are removed after 7 idle days).
+    async fn set_thread_persisted(ctx: &Context, thread_id: ID) -> Result<bool> {
+        let id = Mutation::thread_user(ctx, &thread_id).await?;
+        ctx.locator.thread().set_persisted(id).await?;
+        Ok(true)
+    }
+
+    async fn delete_thread(ctx: &Context, id: ID) -> Result<bool> {
+        let id = Mutation::thread_user(ctx, &id).await?;
+        ctx.locator.thread().delete(id).await?;
+        Ok(true)
+    }
+
+    async fn delete_thread_message_pair(
+        ctx: &Context,
+        thread_id: ID,
+        user_message_id: ID,
+        assistant_message_id: ID,
+    ) -> Result<bool> {
+        let id = Mutation::thread_user(ctx, &thread_id).await?;
+        ctx.locator
+            .thread()
+            .delete_message_pair(
+                id,
+                user_message_id.as_rowid()?,
+                assistant_message_id.as_rowid()?,
+            )
+            .await?;
+        Ok(true)
+    }
+
+    async fn update_thread_message(ctx: &Context, input: UpdateMessageInput) -> Result<bool> {
+        let id = Mutation::thread_user(ctx, &input.thread_id).await?;
+        if input.content.trim().is_empty() {
+            return Err(CoreError::invalid(
+                "content",
+                "Message content must not be empty",
+            ));
+        }
+        ctx.locator
+            .thread()
+            .update_message(id, input.id.as_rowid()?, &input.content)
+            .await?;
+        Ok(true)
+    }
+
     async fn delete_git_repository(ctx: &Context, id: ID) -> Result<bool> {
         check_admin(ctx).await?;
         ctx.locator.repository().delete_git(id.as_rowid()?).await?;
         Ok(true)
+    }
+}
+
+impl Mutation {
+    async fn thread_user(ctx: &Context, thread_id: &ID) -> Result<i64> {
+        let user = check_user(ctx).await?;
+        let thread_id = thread_id.as_rowid()?;
+        check_thread_owner(ctx, &user, thread_id).await?;
+        Ok(thread_id)
     }
 }
 
@@ -562,6 +714,34 @@ impl Subscription {
             Some((Ok(n + 1), n + 1))
         });
         Ok(Box::pin(stream))
+    }
+
+    /// Creates a thread from its first message and streams the answer.
+    async fn create_thread_and_run(
+        ctx: &Context,
+        input: CreateThreadAndRunInput,
+    ) -> Result<ThreadRunStream> {
+        let user = check_user_allow_auth_token(ctx).await?;
+        let user_id = user.id.as_rowid()?;
+        let policy = ctx.locator.access_policy().policy_for(user_id).await?;
+        ctx.locator
+            .thread()
+            .create_thread_and_run(user_id, policy, input)
+            .await
+    }
+
+    /// Adds a message to one of the caller's threads and streams the answer.
+    async fn create_thread_run(
+        ctx: &Context,
+        input: CreateThreadRunInput,
+    ) -> Result<ThreadRunStream> {
+        let user = check_user_allow_auth_token(ctx).await?;
+        let user_id = user.id.as_rowid()?;
+        let policy = ctx.locator.access_policy().policy_for(user_id).await?;
+        ctx.locator
+            .thread()
+            .create_thread_run(user_id, policy, input)
+            .await
     }
 }
 

@@ -39,13 +39,37 @@ const REST_RATE: BucketSpec = BucketSpec {
     per_second: 2.0,
 };
 
+/// Ephemeral Answer Engine threads idle this long are removed.
+pub const EPHEMERAL_THREAD_IDLE_DAYS: u32 = 7;
+const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Hourly housekeeping (at start too): idle ephemeral threads and expired refresh tokens.
+/// The background-jobs layer will run this as its DB maintenance job.
+fn spawn_maintenance(db: DbConn) {
+    tokio::spawn(async move {
+        loop {
+            match db
+                .delete_idle_ephemeral_threads(EPHEMERAL_THREAD_IDLE_DAYS)
+                .await
+            {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("removed {n} idle ephemeral threads"),
+                Err(e) => tracing::warn!("cannot remove idle threads: {e}"),
+            }
+            if let Err(e) = db.delete_expired_refresh_tokens().await {
+                tracing::warn!("cannot remove expired refresh tokens: {e}");
+            }
+            tokio::time::sleep(MAINTENANCE_INTERVAL).await;
+        }
+    });
+}
+
 pub struct WebserverOptions {
     /// `$TABBY_ROOT/ee/db.sqlite`.
     pub db_path: PathBuf,
     /// Where mirrors of remote repositories live (to show the commit of each ref).
     pub repositories_dir: PathBuf,
     pub config_repositories: Vec<ConfigRepository>,
-    pub is_chat_enabled: bool,
 }
 
 /// A git repository added through GraphQL, to index.
@@ -91,9 +115,11 @@ impl Webserver {
             usage: Arc::new(service::usage::UsageServiceImpl::new(db.clone())),
             setting: Arc::new(service::SettingServiceImpl {
                 db: db.clone(),
-                is_chat_enabled: options.is_chat_enabled,
+                is_chat_enabled: false.into(),
             }),
+            thread: Arc::new(service::thread::ThreadServiceImpl::new(db.clone())),
         });
+        spawn_maintenance(db.clone());
         Ok(Arc::new(Self {
             usage_logger: Arc::new(usage_logger::DbEventLogger::start(db.clone())),
             db,
@@ -102,6 +128,21 @@ impl Webserver {
             schema: Arc::new(create_schema()),
             rest_limiter: RateLimiter::new(REST_RATE),
         }))
+    }
+
+    /// Turns the Answer Engine on (once the chat model and the searches exist).
+    pub fn enable_answer_engine(&self, deps: service::answer::AnswerDeps) {
+        let engine = Arc::new(service::answer::AnswerEngine::new(
+            self.db.clone(),
+            self.directory.clone(),
+            deps,
+        ));
+        if self.services.thread.answer.set(engine).is_ok() {
+            self.services
+                .setting
+                .is_chat_enabled
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Records editor events of signed-in users in the database.

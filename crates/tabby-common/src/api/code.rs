@@ -57,6 +57,17 @@ pub trait CodeSearch: Send + Sync {
         query: CodeSearchQuery,
         params: CodeSearchParams,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError>;
+
+    /// The indexed files of a source, sorted, at most `limit`, and whether there are more.
+    async fn list_files(
+        &self,
+        source_id: &str,
+        limit: usize,
+    ) -> Result<(Vec<String>, bool), CodeSearchError>;
+
+    /// A file's text as indexed (its chunks put back at their lines), by the `file_id` of a
+    /// hit; `None` when the file is no longer indexed.
+    async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError>;
 }
 
 /// A repository a request is allowed to search.

@@ -18,6 +18,8 @@ const TABLES: &[&str] = &[
     "server_secrets",
     "server_setting",
     "source_id_read_access_policies",
+    "thread_messages",
+    "threads",
     "user_completions",
     "user_events",
     "user_group_memberships",
@@ -105,6 +107,20 @@ async fn fill(db: &DbConn) {
     db.grant_source_id_read_access("git:1", group)
         .await
         .unwrap();
+    let thread = db.create_thread(user, true).await.unwrap();
+    let message = db
+        .create_thread_message(thread, "user", "hi", &crate::Attachment::default(), None)
+        .await
+        .unwrap();
+    db.update_thread_message_attachment(message, |a| {
+        a.client_code = Some(vec![crate::AttachmentClientCode {
+            filepath: Some("a.rs".into()),
+            start_line: Some(1),
+            content: "fn a() {}".into(),
+        }])
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test]

@@ -18,3 +18,4 @@ async fn user(db: &DbConn, email: &str) -> i64 {
         .await
         .unwrap()
 }
+mod threads;

@@ -1,8 +1,10 @@
 //! The implementations of `tabby-schema`'s service traits, and the locator that hands them to
 //! the GraphQL resolvers.
 
+pub mod answer;
 pub mod auth;
 pub mod repository;
+pub mod thread;
 pub mod usage;
 pub mod user_group;
 
@@ -15,6 +17,7 @@ use tabby_schema::{
     auth::AuthenticationService,
     repository::RepositoryService,
     setting::{ServerInfo, SettingService},
+    thread::ThreadService,
     usage::UsageService,
     user_group::{AccessPolicyService, UserGroupService},
 };
@@ -25,6 +28,7 @@ pub struct Services {
     pub repository: Arc<repository::RepositoryServiceImpl>,
     pub usage: Arc<usage::UsageServiceImpl>,
     pub setting: Arc<SettingServiceImpl>,
+    pub thread: Arc<thread::ThreadServiceImpl>,
 }
 
 impl ServiceLocator for Services {
@@ -46,11 +50,15 @@ impl ServiceLocator for Services {
     fn setting(&self) -> Arc<dyn SettingService> {
         self.setting.clone()
     }
+    fn thread(&self) -> Arc<dyn ThreadService> {
+        self.thread.clone()
+    }
 }
 
 pub struct SettingServiceImpl {
     pub db: DbConn,
-    pub is_chat_enabled: bool,
+    /// Set when a chat model is available (the Answer Engine is on).
+    pub is_chat_enabled: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait]
@@ -59,7 +67,9 @@ impl SettingService for SettingServiceImpl {
         let setting = self.db.read_server_setting().await?;
         Ok(ServerInfo {
             is_admin_initialized: self.db.get_user(tabby_db::OWNER_USER_ID).await?.is_some(),
-            is_chat_enabled: self.is_chat_enabled,
+            is_chat_enabled: self
+                .is_chat_enabled
+                .load(std::sync::atomic::Ordering::Relaxed),
             is_email_configured: false,
             allow_self_signup: !setting.allowed_register_domains().is_empty(),
             disable_password_login: setting.security_disable_password_login,

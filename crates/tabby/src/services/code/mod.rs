@@ -423,6 +423,78 @@ impl CodeSearch for CodeSearchService {
         let fused = rrf_merge(&legs.bm25, &legs.embedding);
         Ok(finish(&legs.searcher, fused, &params, legs.has_embedding))
     }
+
+    async fn list_files(
+        &self,
+        source_id: &str,
+        limit: usize,
+    ) -> Result<(Vec<String>, bool), CodeSearchError> {
+        let searcher = self.loaded()?.reader.searcher();
+        let query = BooleanQuery::new(code_search_filter(source_id, None, None));
+        let addresses = searcher
+            .search(&query, &tantivy::collector::DocSetCollector)
+            .map_err(|e| CodeSearchError::Other(e.into()))?;
+        let schema = IndexSchema::instance();
+        let mut files = std::collections::BTreeSet::new();
+        for address in addresses {
+            let Ok(doc) = searcher.doc::<TantivyDocument>(address) else {
+                continue;
+            };
+            if let Some(path) =
+                stored_json(&doc, schema.field_chunk_attributes)[fields::CHUNK_FILEPATH].as_str()
+            {
+                files.insert(path.to_string());
+            }
+        }
+        let truncated = files.len() > limit;
+        Ok((files.into_iter().take(limit).collect(), truncated))
+    }
+
+    async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError> {
+        let searcher = self.loaded()?.reader.searcher();
+        let schema = IndexSchema::instance();
+        let query = BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                IndexSchema::filter(schema.corpus_term(tabby_common::index::corpus::CODE)),
+            ),
+            (Occur::Must, IndexSchema::filter(schema.id_term(file_id))),
+        ]);
+        let addresses = searcher
+            .search(&query, &tantivy::collector::DocSetCollector)
+            .map_err(|e| CodeSearchError::Other(e.into()))?;
+        let mut chunks: Vec<(Option<usize>, String)> = addresses
+            .into_iter()
+            .filter_map(|address| {
+                let doc = Self::document(&searcher, address)?;
+                Some((doc.start_line, doc.body))
+            })
+            .collect();
+        if chunks.is_empty() {
+            return Ok(None);
+        }
+        if let Some((_, whole)) = chunks.iter().find(|(start, _)| start.is_none()) {
+            return Ok(Some(whole.clone()));
+        }
+        chunks.sort_by_key(|(start, _)| *start);
+        Ok(Some(stitch(&chunks)))
+    }
+}
+
+/// Puts chunks back at their 1-based start lines; lines no chunk covers stay empty.
+pub fn stitch(chunks: &[(Option<usize>, String)]) -> String {
+    let mut lines: Vec<&str> = Vec::new();
+    for (start, body) in chunks {
+        let start = start.unwrap_or(1).max(1) - 1;
+        for (k, line) in body.lines().enumerate() {
+            let at = start + k;
+            if lines.len() <= at {
+                lines.resize(at + 1, "");
+            }
+            lines[at] = line;
+        }
+    }
+    lines.join("\n")
 }
 
 #[cfg(test)]

@@ -1,0 +1,45 @@
+//! Search over the `structured_doc` corpus (web pages, commits, ingested documents) as the
+//! Answer Engine sees it: a trait and its hit types. The implementation lives in the server.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+/// A document of the structured-doc corpus, by kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DocSearchDocument {
+    Web {
+        title: String,
+        link: String,
+        /// The matching chunk of the page.
+        content: String,
+    },
+    Commit {
+        sha: String,
+        message: String,
+        author_email: Option<String>,
+        author_at: DateTime<Utc>,
+    },
+    Ingested {
+        id: String,
+        title: String,
+        body: String,
+        link: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocSearchHit {
+    pub score: f32,
+    pub doc: DocSearchDocument,
+}
+
+#[async_trait]
+pub trait DocSearch: Send + Sync {
+    /// The best `limit` documents of the given sources for `content` (one hit per document).
+    async fn search(
+        &self,
+        source_ids: &[String],
+        content: &str,
+        limit: usize,
+    ) -> anyhow::Result<Vec<DocSearchHit>>;
+}

@@ -1,0 +1,335 @@
+//! [`ThreadService`] over SQLite: threads, messages and runs of the Answer Engine.
+
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use tabby_db::{
+    Attachment, AttachmentClientCode, DbConn, DbError, Pagination, ThreadDAO, ThreadMessageDAO,
+};
+use tabby_schema::{
+    AccessPolicy, AsID, CoreError, Result, encode_id,
+    relay::RelayArgs,
+    thread::{
+        CreateMessageInput, CreateThreadAndRunInput, CreateThreadRunInput, Message,
+        MessageAttachment, MessageAttachmentClientCode, MessageAttachmentCode,
+        MessageAttachmentCodeFileList, MessageConnection, Role, Thread,
+        ThreadAssistantMessageCreated, ThreadConnection, ThreadCreated, ThreadRunItem,
+        ThreadRunOptionsInput, ThreadRunStream, ThreadService, ThreadUserMessageCreated,
+    },
+};
+use tokio::sync::mpsc;
+
+use super::answer::{AnswerEngine, RunInput, Sink, doc_item};
+
+/// Items buffered for a slow client before the run waits for it.
+const RUN_BUFFER: usize = 64;
+
+pub struct ThreadServiceImpl {
+    db: DbConn,
+    /// Set once the chat model is known (after the models load).
+    pub answer: OnceLock<Arc<AnswerEngine>>,
+}
+
+fn thread(dao: ThreadDAO) -> Thread {
+    Thread {
+        id: dao.id.as_id(),
+        user_id: dao.user_id.as_id(),
+        is_ephemeral: dao.is_ephemeral,
+        created_at: dao.created_at,
+        updated_at: dao.updated_at,
+    }
+}
+
+pub fn message(dao: ThreadMessageDAO) -> Message {
+    let attachment = dao.attachment();
+    Message {
+        id: dao.id.as_id(),
+        thread_id: dao.thread_id.as_id(),
+        code_source_id: dao.code_source_id.clone(),
+        role: if dao.role == "assistant" {
+            Role::Assistant
+        } else {
+            Role::User
+        },
+        content: dao.content.clone(),
+        attachment: MessageAttachment {
+            client_code: attachment
+                .client_code
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| MessageAttachmentClientCode {
+                    filepath: c.filepath,
+                    start_line: c.start_line.map(|l| l as i32),
+                    content: c.content,
+                })
+                .collect(),
+            code: attachment
+                .code
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| MessageAttachmentCode {
+                    git_url: c.git_url,
+                    commit: c.commit,
+                    filepath: c.filepath,
+                    language: c.language,
+                    content: c.content,
+                    start_line: c.start_line.map(|l| l as i32),
+                })
+                .collect(),
+            doc: attachment
+                .doc
+                .unwrap_or_default()
+                .iter()
+                .map(doc_item)
+                .collect(),
+            code_file_list: attachment
+                .code_file_list
+                .map(|l| MessageAttachmentCodeFileList {
+                    file_list: l.file_list,
+                    truncated: l.truncated,
+                }),
+        },
+        created_at: dao.created_at,
+        updated_at: dao.updated_at,
+    }
+}
+
+fn not_found(what: &'static str) -> impl Fn(DbError) -> CoreError {
+    move |e| match e {
+        DbError::NotFound { .. } => CoreError::NotFound(what),
+        other => other.into(),
+    }
+}
+
+impl ThreadServiceImpl {
+    pub fn new(db: DbConn) -> Self {
+        Self {
+            db,
+            answer: OnceLock::new(),
+        }
+    }
+
+    fn engine(&self) -> Result<Arc<AnswerEngine>> {
+        self.answer.get().cloned().ok_or(CoreError::Forbidden(
+            "The Answer Engine needs a chat model; none is available",
+        ))
+    }
+
+    async fn add_user_message(&self, thread_id: i64, input: &CreateMessageInput) -> Result<i64> {
+        let client_code = input.attachments.as_ref().map(|a| {
+            a.code
+                .iter()
+                .map(|c| AttachmentClientCode {
+                    filepath: c.filepath.clone(),
+                    start_line: c.start_line.map(i64::from),
+                    content: c.content.clone(),
+                })
+                .collect()
+        });
+        let attachment = Attachment {
+            client_code,
+            ..Attachment::default()
+        };
+        Ok(self
+            .db
+            .create_thread_message(thread_id, "user", &input.content, &attachment, None)
+            .await?)
+    }
+
+    /// Creates the assistant message and starts the run in its own task.
+    async fn start_run(
+        &self,
+        engine: Arc<AnswerEngine>,
+        user_id: i64,
+        thread_id: i64,
+        user_message_id: i64,
+        created: bool,
+        policy: AccessPolicy,
+        options: ThreadRunOptionsInput,
+    ) -> Result<ThreadRunStream> {
+        let history = self
+            .db
+            .list_thread_messages(thread_id, Pagination::all())
+            .await?;
+        let assistant_message_id = self
+            .db
+            .create_thread_message(thread_id, "assistant", "", &Attachment::default(), None)
+            .await?;
+        let (tx, rx) = mpsc::channel(RUN_BUFFER);
+        let mut sink = Sink::new(tx);
+        let input = RunInput {
+            user_hashid: encode_id(user_id),
+            thread_id,
+            assistant_message_id,
+            policy,
+            options,
+            history,
+        };
+        tokio::spawn(async move {
+            if created {
+                sink.emit(Ok(ThreadRunItem::ThreadCreated(ThreadCreated {
+                    id: thread_id.as_id(),
+                })))
+                .await;
+            }
+            sink.emit(Ok(ThreadRunItem::ThreadUserMessageCreated(
+                ThreadUserMessageCreated {
+                    id: user_message_id.as_id(),
+                },
+            )))
+            .await;
+            sink.emit(Ok(ThreadRunItem::ThreadAssistantMessageCreated(
+                ThreadAssistantMessageCreated {
+                    id: assistant_message_id.as_id(),
+                },
+            )))
+            .await;
+            engine.run(input, &mut sink).await;
+        });
+        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        })))
+    }
+}
+
+#[async_trait]
+impl ThreadService for ThreadServiceImpl {
+    async fn create_thread_and_run(
+        &self,
+        user_id: i64,
+        policy: AccessPolicy,
+        input: CreateThreadAndRunInput,
+    ) -> Result<ThreadRunStream> {
+        input.thread.user_message.validate()?;
+        input.options.validate()?;
+        let engine = self.engine()?;
+        let thread_id = self.db.create_thread(user_id, true).await?;
+        let user_message_id = self
+            .add_user_message(thread_id, &input.thread.user_message)
+            .await?;
+        self.start_run(
+            engine,
+            user_id,
+            thread_id,
+            user_message_id,
+            true,
+            policy,
+            input.options,
+        )
+        .await
+    }
+
+    async fn create_thread_run(
+        &self,
+        user_id: i64,
+        policy: AccessPolicy,
+        input: CreateThreadRunInput,
+    ) -> Result<ThreadRunStream> {
+        use tabby_schema::AsRowid;
+        input.additional_user_message.validate()?;
+        input.options.validate()?;
+        let thread_id = input.thread_id.as_rowid()?;
+        let thread = self
+            .db
+            .get_thread(thread_id)
+            .await?
+            .ok_or(CoreError::NotFound("Thread not found"))?;
+        if thread.user_id != user_id {
+            return Err(CoreError::Forbidden("You can only run your own threads"));
+        }
+        let engine = self.engine()?;
+        let user_message_id = self
+            .add_user_message(thread_id, &input.additional_user_message)
+            .await?;
+        self.start_run(
+            engine,
+            user_id,
+            thread_id,
+            user_message_id,
+            false,
+            policy,
+            input.options,
+        )
+        .await
+    }
+
+    async fn get(&self, id: i64) -> Result<Option<Thread>> {
+        Ok(self.db.get_thread(id).await?.map(thread))
+    }
+
+    async fn list(
+        &self,
+        ids: Vec<i64>,
+        is_ephemeral: Option<bool>,
+        owner: Option<i64>,
+        viewer: Option<i64>,
+        page: RelayArgs,
+    ) -> Result<ThreadConnection> {
+        let page = page
+            .paginate(
+                |t: &Thread| t.id.to_string(),
+                |p| async move {
+                    Ok(self
+                        .db
+                        .list_threads(&ids, owner, viewer, is_ephemeral, p)
+                        .await?
+                        .into_iter()
+                        .map(thread)
+                        .collect())
+                },
+            )
+            .await?;
+        Ok(page.into())
+    }
+
+    async fn list_messages(&self, thread_id: i64, page: RelayArgs) -> Result<MessageConnection> {
+        let page = page
+            .paginate(
+                |m: &Message| m.id.to_string(),
+                |p| async move {
+                    Ok(self
+                        .db
+                        .list_thread_messages(thread_id, p)
+                        .await?
+                        .into_iter()
+                        .map(message)
+                        .collect())
+                },
+            )
+            .await?;
+        Ok(page.into())
+    }
+
+    async fn set_persisted(&self, id: i64) -> Result<()> {
+        self.db
+            .set_thread_persisted(id)
+            .await
+            .map_err(not_found("Thread not found"))
+    }
+
+    async fn delete(&self, id: i64) -> Result<()> {
+        self.db
+            .delete_thread(id)
+            .await
+            .map_err(not_found("Thread not found"))
+    }
+
+    async fn delete_message_pair(
+        &self,
+        thread_id: i64,
+        user_message_id: i64,
+        assistant_message_id: i64,
+    ) -> Result<()> {
+        self.db
+            .delete_thread_message_pair(thread_id, user_message_id, assistant_message_id)
+            .await
+            .map_err(not_found("Message pair not found"))
+    }
+
+    async fn update_message(&self, thread_id: i64, id: i64, content: &str) -> Result<()> {
+        self.db
+            .update_thread_message_content(thread_id, id, content)
+            .await
+            .map_err(not_found("Message not found"))
+    }
+}

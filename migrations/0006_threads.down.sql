@@ -1,0 +1,2 @@
+DROP TABLE thread_messages;
+DROP TABLE threads;
