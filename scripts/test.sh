@@ -21,10 +21,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 
-# The unmodified tabby-agent (pinned in tests/agent/package-lock.json).
-if [ -f tests/agent/package-lock.json ]; then
-  (cd tests/agent && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# The unmodified tabby-agent (pinned in tests/agent/package-lock.json) and the graphql-ws
+# client the web UI uses (tests/graphql-ws/package-lock.json).
+for dir in tests/agent tests/graphql-ws; do
+  if [ -f "$dir/package-lock.json" ]; then
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done
 
 # The embedded runtime's models, into ~/.tabby/models (where the model tests look; idempotent,
 # a few seconds when they are already there). The debug build saves a second release build.

@@ -28,7 +28,7 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// A git repository `root/name` with one commit of `files` on `main`.
-fn make_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn make_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
     let repo = root.join(name);
     std::fs::create_dir_all(&repo).unwrap();
     git(&repo, &["init", "-q", "-b", "main"]);
@@ -42,13 +42,13 @@ fn make_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
     repo
 }
 
-const SHOP: &str = "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n";
+pub(crate) const SHOP: &str = "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n";
 /// The private code; `SCRAM_THRESHOLD_KELVIN` appears nowhere else.
-const VAULT: &str = "def reactor_core_temperature(rods):\n    \"\"\"Core temperature from the control rods.\"\"\"\n    SCRAM_THRESHOLD_KELVIN = 1234\n    return min(sum(rod.heat for rod in rods), SCRAM_THRESHOLD_KELVIN)\n";
+pub(crate) const VAULT: &str = "def reactor_core_temperature(rods):\n    \"\"\"Core temperature from the control rods.\"\"\"\n    SCRAM_THRESHOLD_KELVIN = 1234\n    return min(sum(rod.heat for rod in rods), SCRAM_THRESHOLD_KELVIN)\n";
 const LEDGER: &str = "def reconcile_ledger_balance(entries):\n    \"\"\"Sum of the ledger entries.\"\"\"\n    return sum(entry.amount for entry in entries)\n";
 
 /// `/v1beta/search` as `token`: (status, body).
-async fn search(server: &TabbyServer, token: &str, request: Value) -> (u16, Value) {
+pub(crate) async fn search(server: &TabbyServer, token: &str, request: Value) -> (u16, Value) {
     let mut request = request;
     request["params"] =
         json!({"min_embedding_score": -1.0, "min_bm25_score": -1.0, "min_rrf_score": -1.0});
@@ -74,7 +74,12 @@ fn hit_paths(body: &Value) -> Vec<String> {
 }
 
 /// Waits until a search as `token` finds `path`.
-async fn wait_until_searchable(server: &TabbyServer, token: &str, request: Value, path: &str) {
+pub(crate) async fn wait_until_searchable(
+    server: &TabbyServer,
+    token: &str,
+    request: Value,
+    path: &str,
+) {
     poll(
         &format!("{path} to be indexed"),
         Duration::from_secs(60),

@@ -13,10 +13,10 @@ use tokio_tungstenite::{
 
 use crate::{ee_support::*, support::*};
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Opens `/subscriptions` with the subprotocol `protocol`; checks the server picked it.
-async fn connect(server: &TabbyServer, protocol: &str) -> Socket {
+pub(crate) async fn connect(server: &TabbyServer, protocol: &str) -> Socket {
     let url = server.url("/subscriptions").replacen("http://", "ws://", 1);
     let mut request = url.into_client_request().unwrap();
     request
@@ -35,7 +35,7 @@ async fn connect(server: &TabbyServer, protocol: &str) -> Socket {
     socket
 }
 
-async fn send(socket: &mut Socket, message: Value) {
+pub(crate) async fn send(socket: &mut Socket, message: Value) {
     socket
         .send(Message::text(message.to_string()))
         .await
@@ -45,12 +45,12 @@ async fn send(socket: &mut Socket, message: Value) {
 /// What the server sent next: a JSON message, or the close frame (code, reason); keep-alives
 /// (`ka`, `ping`, `pong`) are skipped.
 #[derive(Debug)]
-enum Received {
+pub(crate) enum Received {
     Json(Value),
     Closed(Option<(u16, String)>),
 }
 
-async fn receive(socket: &mut Socket) -> Received {
+pub(crate) async fn receive(socket: &mut Socket) -> Received {
     loop {
         let next = tokio::time::timeout(Duration::from_secs(10), socket.next())
             .await
@@ -73,14 +73,14 @@ async fn receive(socket: &mut Socket) -> Received {
     }
 }
 
-async fn receive_json(socket: &mut Socket) -> Value {
+pub(crate) async fn receive_json(socket: &mut Socket) -> Value {
     match receive(socket).await {
         Received::Json(v) => v,
         other => panic!("expected a message, got {other:?}"),
     }
 }
 
-fn init(token: Option<&str>) -> Value {
+pub(crate) fn init(token: Option<&str>) -> Value {
     match token {
         Some(token) => {
             json!({"type": "connection_init", "payload": {"authorization": format!("Bearer {token}")}})

@@ -90,7 +90,9 @@ pub fn build_app(
             shared_logger.clone(),
         ))
     });
-    let chat_engine = models.chat.clone();
+    // The Answer Engine only gets a chat model that can answer; the chat route keeps the
+    // stand-in of a missing one, which answers 503.
+    let chat_engine = models.chat.clone().filter(|_| models.chat_loaded);
     let chat = models
         .chat
         .map(|engine| Arc::new(ChatService::new(engine, shared_logger.clone())));

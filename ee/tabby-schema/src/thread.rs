@@ -208,8 +208,9 @@ pub struct CodeSearchParamsOverrideInput {
 pub struct ThreadRunDebugOptionsInput {
     #[graphql(default)]
     pub code_search_params_override: Option<CodeSearchParamsOverrideInput>,
-    #[graphql(default = false)]
-    pub return_chat_completion_request: bool,
+    /// Default false. Nullable so that clients may leave it out (juniper refuses a missing
+    /// non-null field in variables even when it has a default).
+    pub return_chat_completion_request: Option<bool>,
 }
 
 #[derive(Clone, Debug, Default, GraphQLInputObject)]
@@ -220,8 +221,8 @@ pub struct ThreadRunOptionsInput {
     pub doc_query: Option<DocQueryInput>,
     #[graphql(default)]
     pub code_query: Option<CodeQueryInput>,
-    #[graphql(default = false)]
-    pub generate_relevant_questions: bool,
+    /// Default false (nullable so that clients may leave it out).
+    pub generate_relevant_questions: Option<bool>,
     #[graphql(default)]
     pub debug_options: Option<ThreadRunDebugOptionsInput>,
 }
@@ -238,16 +239,16 @@ impl ThreadRunOptionsInput {
 #[derive(Clone, Debug, GraphQLInputObject)]
 pub struct CreateThreadAndRunInput {
     pub thread: CreateThreadInput,
-    #[graphql(default)]
-    pub options: ThreadRunOptionsInput,
+    /// Default: no retrieval, no follow-up questions.
+    pub options: Option<ThreadRunOptionsInput>,
 }
 
 #[derive(Clone, Debug, GraphQLInputObject)]
 pub struct CreateThreadRunInput {
     pub thread_id: ID,
     pub additional_user_message: CreateMessageInput,
-    #[graphql(default)]
-    pub options: ThreadRunOptionsInput,
+    /// Default: no retrieval, no follow-up questions.
+    pub options: Option<ThreadRunOptionsInput>,
 }
 
 #[derive(Clone, Debug, GraphQLInputObject)]

@@ -37,6 +37,9 @@ pub enum ModelLoadError {
 pub struct Models {
     pub completion: Option<CompletionModel>,
     pub chat: Option<Arc<dyn ChatCompletionStream>>,
+    /// Whether `chat` can answer: false for a local model whose weights are missing (its
+    /// stand-in only reports that).
+    pub chat_loaded: bool,
 }
 
 /// The config's model sections with the embedded defaults filled in for unset roles.
@@ -199,6 +202,7 @@ pub fn load_models(config: &ModelConfigGroup, models_dir: &Path) -> Result<Model
                 }
             }),
         };
+    let mut chat_missing = false;
     let chat: Option<Arc<dyn ChatCompletionStream>> = match &config.chat {
         None => None,
         Some(ModelConfig::Http(http)) => {
@@ -218,11 +222,16 @@ pub fn load_models(config: &ModelConfigGroup, models_dir: &Path) -> Result<Model
             }
             LocalLoad::Missing(message) => {
                 warn!("chat model unavailable: {message}");
+                chat_missing = true;
                 Arc::new(MissingModel { message })
             }
         }),
     };
-    Ok(Models { completion, chat })
+    Ok(Models {
+        completion,
+        chat_loaded: chat.is_some() && !chat_missing,
+        chat,
+    })
 }
 
 /// The embedding backend of an effective config, with its id for index metadata. `None` when

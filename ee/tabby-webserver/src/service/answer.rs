@@ -601,7 +601,7 @@ impl AnswerEngine {
         }
 
         // Follow-up questions.
-        if input.options.generate_relevant_questions {
+        if input.options.generate_relevant_questions.unwrap_or(false) {
             let has_context = attachment.code.as_ref().is_some_and(|c| !c.is_empty())
                 || attachment.doc.as_ref().is_some_and(|d| !d.is_empty());
             let questions = if has_context {
@@ -667,7 +667,7 @@ impl AnswerEngine {
             .options
             .debug_options
             .as_ref()
-            .is_some_and(|d| d.return_chat_completion_request);
+            .is_some_and(|d| d.return_chat_completion_request.unwrap_or(false));
         sink.emit(Ok(ThreadRunItem::ThreadAssistantMessageCompleted(
             ThreadAssistantMessageCompleted {
                 debug_data: debug.then(|| ThreadAssistantMessageCompletedDebugData {

@@ -201,7 +201,8 @@ impl ThreadService for ThreadServiceImpl {
         input: CreateThreadAndRunInput,
     ) -> Result<ThreadRunStream> {
         input.thread.user_message.validate()?;
-        input.options.validate()?;
+        let options = input.options.unwrap_or_default();
+        options.validate()?;
         let engine = self.engine()?;
         let thread_id = self.db.create_thread(user_id, true).await?;
         let user_message_id = self
@@ -214,7 +215,7 @@ impl ThreadService for ThreadServiceImpl {
             user_message_id,
             true,
             policy,
-            input.options,
+            options,
         )
         .await
     }
@@ -227,7 +228,8 @@ impl ThreadService for ThreadServiceImpl {
     ) -> Result<ThreadRunStream> {
         use tabby_schema::AsRowid;
         input.additional_user_message.validate()?;
-        input.options.validate()?;
+        let options = input.options.unwrap_or_default();
+        options.validate()?;
         let thread_id = input.thread_id.as_rowid()?;
         let thread = self
             .db
@@ -248,7 +250,7 @@ impl ThreadService for ThreadServiceImpl {
             user_message_id,
             false,
             policy,
-            input.options,
+            options,
         )
         .await
     }
