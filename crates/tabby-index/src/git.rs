@@ -111,6 +111,11 @@ fn resolve<'r>(repo: &'r git2::Repository, name: &str) -> anyhow::Result<git2::C
     bail!("ref {name:?} not found")
 }
 
+/// The commit `name` resolves to.
+pub(crate) fn resolve_commit(repo: &git2::Repository, name: &str) -> anyhow::Result<git2::Oid> {
+    Ok(resolve(repo, name)?.id())
+}
+
 /// The files of each ref (`HEAD` when `refs` is empty).
 pub fn snapshots(repo_dir: &Path, refs: &[String]) -> anyhow::Result<Vec<RefSnapshot>> {
     let repo = git2::Repository::open(repo_dir)

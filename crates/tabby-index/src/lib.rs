@@ -2,6 +2,8 @@
 //! Tantivy index whose chunk rows carry BM25 tokens and binarized embedding tokens.
 
 pub mod code;
+pub mod crawl;
+pub mod doc;
 mod git;
 mod hash_embedding;
 pub mod meta;

@@ -151,58 +151,31 @@ impl IndexProgress for LogProgress {
     }
 }
 
-/// Repositories that come from somewhere other than the config (the enterprise layer's
-/// database), and a signal that they changed.
-pub struct ExtraRepositories {
-    pub list: Box<
-        dyn Fn() -> futures::future::BoxFuture<'static, anyhow::Result<Vec<RepositoryToIndex>>>
-            + Send
-            + Sync,
-    >,
-    pub changed: Arc<tokio::sync::Notify>,
-}
-
-/// Indexes at start, then every hour and whenever the extra repositories change, in the
-/// background.
+/// Indexes at start and then every hour, in the background (community mode; with the
+/// enterprise layer, background jobs do this).
 pub fn spawn_background_indexing(
     paths: TabbyPaths,
     config: Arc<Config>,
     embedding: Option<CodeSearchEmbedding>,
-    extra: Option<ExtraRepositories>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        if config.repositories.is_empty() && extra.is_none() {
+        if config.repositories.is_empty() {
             return;
         }
         loop {
-            let more = match &extra {
-                Some(extra) => match (extra.list)().await {
-                    Ok(list) => Some(list),
-                    Err(e) => {
-                        warn!("cannot list the repositories added in the web UI: {e:#}");
-                        None
-                    }
-                },
-                None => Some(Vec::new()),
-            };
-            // Without the list, indexing would drop the web UI's repositories from the index.
-            if let Some(more) = more
-                && !(config.repositories.is_empty() && more.is_empty())
-                && let Err(e) =
-                    index_configured(&paths, &config, more, embedding.clone(), None, &LogProgress)
-                        .await
+            if let Err(e) = index_configured(
+                &paths,
+                &config,
+                Vec::new(),
+                embedding.clone(),
+                None,
+                &LogProgress,
+            )
+            .await
             {
                 warn!("background indexing failed: {e:#}");
             }
-            match &extra {
-                Some(extra) => {
-                    tokio::select! {
-                        _ = tokio::time::sleep(REINDEX_INTERVAL) => {}
-                        _ = extra.changed.notified() => info!("repositories changed: indexing"),
-                    }
-                }
-                None => tokio::time::sleep(REINDEX_INTERVAL).await,
-            }
+            tokio::time::sleep(REINDEX_INTERVAL).await;
         }
     })
 }

@@ -18,6 +18,7 @@ use tracing::info;
 
 use crate::{
     routes::{self, ApiState, metrics::Metrics, openapi::ApiDoc},
+    services::code::CodeSearchEmbedding,
     services::{
         chat::ChatService,
         code::CodeSearchService,
@@ -177,8 +178,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             Arc::new(config.language_table()),
         ))
     });
-    let (layers, extra_repositories, answer) = match enterprise {
-        Some(e) => (e.layers, Some(e.repositories), Some(e.enable_answer)),
+    let (layers, start_jobs, answer) = match enterprise {
+        Some(e) => (e.layers, Some(e.start_jobs), Some(e.enable_answer)),
         None => (Layers::default(), None, None),
     };
     let app = build_app(&config, &paths, webserver, code_search.clone(), layers)?;
@@ -193,12 +194,19 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             config: config.answer.clone(),
         });
     }
-    let indexing = crate::indexing::spawn_background_indexing(
-        paths.clone(),
-        Arc::new(config.clone()),
-        embedding,
-        extra_repositories,
-    );
+    // The enterprise layer indexes through its background jobs; community mode runs the
+    // indexer at start and hourly.
+    let indexing = match start_jobs {
+        Some(start) => {
+            start(embedding);
+            None
+        }
+        None => Some(crate::indexing::spawn_background_indexing(
+            paths.clone(),
+            Arc::new(config.clone()),
+            embedding,
+        )),
+    };
 
     let addr = format!("{}:{}", options.host, options.port);
     let listener = TcpListener::bind(&addr)
@@ -241,7 +249,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         result = server => result.context("server error")?,
         _ = grace => info!("closing connections still open after {SHUTDOWN_GRACE:?}"),
     }
-    indexing.abort();
+    if let Some(indexing) = indexing {
+        indexing.abort();
+    }
     app.logger.flush().await;
     info!("event log flushed; bye");
     Ok(())
@@ -260,7 +270,8 @@ struct AnswerSetup {
 struct Enterprise {
     health_flag: bool,
     layers: Layers,
-    repositories: crate::indexing::ExtraRepositories,
+    /// Starts the job worker (which indexes every repository) with the embedding model.
+    start_jobs: Box<dyn FnOnce(Option<CodeSearchEmbedding>) + Send>,
     enable_answer: Box<dyn FnOnce(AnswerSetup) + Send>,
 }
 
@@ -284,29 +295,12 @@ async fn start_enterprise(
         .collect();
     let server = Webserver::new(WebserverOptions {
         db_path: paths.ee_db_file(),
+        jobs_dir: paths.ee_dir().join("jobs"),
         repositories_dir: paths.repositories_dir(),
         config_repositories,
     })
     .await?;
     info!("webserver on: /v1 needs a token; GraphQL at /graphql");
-    let list = {
-        let server = server.clone();
-        Box::new(move || {
-            let server = server.clone();
-            Box::pin(async move {
-                Ok(server
-                    .db_repositories()
-                    .await?
-                    .into_iter()
-                    .map(|r| tabby_index::RepositoryToIndex {
-                        source_id: r.source_id,
-                        git_url: r.git_url,
-                        refs: r.refs,
-                    })
-                    .collect())
-            }) as futures::future::BoxFuture<'static, _>
-        })
-    };
     Ok(Some(Enterprise {
         health_flag: true,
         layers: Layers {
@@ -317,10 +311,24 @@ async fn start_enterprise(
             })),
             routes: Some(server.routes()),
         },
-        repositories: crate::indexing::ExtraRepositories {
-            list,
-            changed: server.repositories_changed(),
-        },
+        start_jobs: Box::new({
+            let server = server.clone();
+            let paths = paths.clone();
+            let languages = config.language_table();
+            let max_input_bytes = config.embedding.max_input_length;
+            move |embedding: Option<CodeSearchEmbedding>| {
+                server.start_jobs(tabby_webserver::job::JobDeps {
+                    index_dir: paths.index_dir(),
+                    repositories_dir: paths.repositories_dir(),
+                    embedding: embedding.map(|e| tabby_index::EmbeddingSetup {
+                        model: e.model,
+                        model_id: e.model_id,
+                        max_input_bytes,
+                    }),
+                    languages,
+                })
+            }
+        }),
         enable_answer: Box::new(move |setup: AnswerSetup| {
             server.enable_answer_engine(tabby_webserver::service::answer::AnswerDeps {
                 chat: setup.chat,

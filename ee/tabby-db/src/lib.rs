@@ -12,8 +12,11 @@
 
 mod access_policy;
 mod error;
+mod ingested_documents;
 mod invitations;
+mod job_runs;
 mod migrate;
+mod notifications;
 mod pagination;
 mod password_reset;
 mod refresh_tokens;
@@ -25,6 +28,7 @@ mod user_completions;
 mod user_events;
 mod user_groups;
 mod users;
+mod web_documents;
 
 use std::{path::Path, str::FromStr, time::Duration};
 
@@ -34,7 +38,10 @@ use sqlx::sqlite::{
 };
 
 pub use error::{DbError, DbResult};
+pub use ingested_documents::{IngestedDocumentDAO, IngestionStatsDAO};
 pub use invitations::InvitationDAO;
+pub use job_runs::{JobRunDAO, JobStatsDAO};
+pub use notifications::NotificationDAO;
 pub use pagination::Pagination;
 pub use password_reset::PasswordResetDAO;
 pub use refresh_tokens::{REFRESH_TOKEN_LIFETIME_DAYS, RefreshTokenDAO};
@@ -48,6 +55,7 @@ pub use user_completions::{CompletionCounter, DailyStatsDAO, DailyStatsQuery};
 pub use user_events::UserEventDAO;
 pub use user_groups::{UserGroupDAO, UserGroupMembershipDAO};
 pub use users::{OWNER_USER_ID, UserDAO};
+pub use web_documents::WebDocumentDAO;
 
 /// How long a connection waits for another writer before failing with "database is locked".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

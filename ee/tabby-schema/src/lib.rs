@@ -9,6 +9,7 @@
 pub mod auth;
 mod error;
 mod id;
+pub mod job;
 pub mod policy;
 pub mod relay;
 pub mod repository;
@@ -21,4 +22,16 @@ pub mod user_group;
 pub use error::{CoreError, Result, ValidationError};
 pub use id::{AsID, AsRowid, decode_id, encode_id};
 pub use policy::AccessPolicy;
+/// The background jobs this server runs (upstream's names).
+pub fn job_names() -> &'static [&'static str] {
+    &[
+        "scheduler_git",
+        "web_crawler",
+        "index_garbage_collection",
+        "ingestion_index_sync",
+        "hourly",
+        "daily",
+    ]
+}
+
 pub use schema::{Context, Mutation, Query, Schema, ServiceLocator, Subscription, create_schema};

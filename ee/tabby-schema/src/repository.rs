@@ -24,6 +24,8 @@ pub struct GitRepository {
     pub name: String,
     pub git_url: String,
     pub refs: Vec<GitReference>,
+    /// The repository's indexing job and its latest run.
+    pub job_info: crate::job::JobInfo,
 }
 
 connection!(GitRepositoryConnection, GitRepositoryEdge, GitRepository);

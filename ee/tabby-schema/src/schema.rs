@@ -15,6 +15,10 @@ use crate::{
         RegisterInput, RegisterResponse, TokenAuthResponse, UserConnection, UserSecured,
         validate_email, validate_name, validate_password,
     },
+    job::{
+        CreateCustomDocumentInput, CustomDocumentConnection, IngestionStats, JobRunConnection,
+        JobService, JobStats, Notification,
+    },
     relay::RelayArgs,
     repository::{
         GitRepositoryConnection, Repository, RepositoryService, validate_git_url,
@@ -41,6 +45,7 @@ pub trait ServiceLocator: Send + Sync {
     fn usage(&self) -> Arc<dyn UsageService>;
     fn setting(&self) -> Arc<dyn SettingService>;
     fn thread(&self) -> Arc<dyn ThreadService>;
+    fn job(&self) -> Arc<dyn JobService>;
 }
 
 /// Per request (or per WebSocket connection): who is calling, and the services.
@@ -339,6 +344,72 @@ impl Query {
         ctx.locator
             .thread()
             .list_messages(thread_id, RelayArgs::new(after, before, first, last))
+            .await
+    }
+
+    /// The background jobs this server runs.
+    fn jobs() -> Vec<String> {
+        crate::job_names().iter().map(|s| s.to_string()).collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn job_runs(
+        ctx: &Context,
+        ids: Option<Vec<ID>>,
+        jobs: Option<Vec<String>>,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<JobRunConnection> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .job()
+            .list(
+                rowids(ids)?,
+                jobs.unwrap_or_default(),
+                RelayArgs::new(after, before, first, last),
+            )
+            .await
+    }
+
+    /// Runs of the last 7 days (upstream answers anyone; we ask for a signed-in user).
+    async fn job_run_stats(ctx: &Context, jobs: Option<Vec<String>>) -> Result<JobStats> {
+        check_user(ctx).await?;
+        ctx.locator.job().stats(jobs.unwrap_or_default()).await
+    }
+
+    async fn custom_web_documents(
+        ctx: &Context,
+        ids: Option<Vec<ID>>,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<CustomDocumentConnection> {
+        check_user(ctx).await?;
+        ctx.locator
+            .job()
+            .web_documents(rowids(ids)?, RelayArgs::new(after, before, first, last))
+            .await
+    }
+
+    async fn ingestion_status(
+        ctx: &Context,
+        sources: Option<Vec<String>>,
+    ) -> Result<Vec<IngestionStats>> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .job()
+            .ingestion_status(sources.unwrap_or_default())
+            .await
+    }
+
+    async fn notifications(ctx: &Context) -> Result<Vec<Notification>> {
+        let user = check_user(ctx).await?;
+        ctx.locator
+            .job()
+            .notifications(user.id.as_rowid()?, user.is_admin)
             .await
     }
 
@@ -667,6 +738,40 @@ impl Mutation {
         ctx.locator
             .thread()
             .update_message(id, input.id.as_rowid()?, &input.content)
+            .await?;
+        Ok(true)
+    }
+
+    /// Enqueues a job; `command` is a serialized job event (e.g. `"Hourly"`). An identical
+    /// pending run is reused. Returns the run's id.
+    async fn trigger_job_run(ctx: &Context, command: String) -> Result<ID> {
+        check_admin(ctx).await?;
+        ctx.locator.job().trigger(&command).await
+    }
+
+    /// Adds a site to crawl into the doc corpus (crawled right away, then daily).
+    async fn create_custom_document(ctx: &Context, input: CreateCustomDocumentInput) -> Result<ID> {
+        check_admin(ctx).await?;
+        input.validate()?;
+        ctx.locator.job().create_web_document(&input).await
+    }
+
+    async fn delete_custom_document(ctx: &Context, id: ID) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .job()
+            .delete_web_document(id.as_rowid()?)
+            .await?;
+        Ok(true)
+    }
+
+    /// Marks one notification, or all of them, as read.
+    async fn mark_notifications_read(ctx: &Context, notification_id: Option<ID>) -> Result<bool> {
+        let user = check_user(ctx).await?;
+        let id = notification_id.map(|id| id.as_rowid()).transpose()?;
+        ctx.locator
+            .job()
+            .mark_notifications_read(user.id.as_rowid()?, user.is_admin, id)
             .await?;
         Ok(true)
     }

@@ -90,8 +90,6 @@ pub struct Directory {
     config_repositories: Vec<ConfigRepository>,
     snapshot: RwLock<Option<Arc<Snapshot>>>,
     generation: AtomicU64,
-    /// Woken whenever the set of repositories changes (indexing listens).
-    pub repositories_changed: Arc<tokio::sync::Notify>,
 }
 
 impl Directory {
@@ -101,7 +99,6 @@ impl Directory {
             config_repositories,
             snapshot: RwLock::new(None),
             generation: AtomicU64::new(0),
-            repositories_changed: Arc::new(tokio::sync::Notify::new()),
         }
     }
 

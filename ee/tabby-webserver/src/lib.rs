@@ -9,6 +9,8 @@
 //! - usage recording of editor events into `user_events` / `user_completions`.
 
 mod directory;
+mod ingestion;
+pub mod job;
 pub mod jwt;
 pub mod password;
 pub mod ratelimit;
@@ -22,9 +24,8 @@ use anyhow::Context as _;
 use axum::{Router, middleware, routing::get};
 pub use directory::{ConfigRepository, git_source_id};
 use tabby_common::api::event::EventLogger;
-use tabby_db::{DbConn, Pagination};
+use tabby_db::DbConn;
 use tabby_schema::{Schema, create_schema};
-use tokio::sync::Notify;
 
 use crate::{
     directory::Directory,
@@ -67,21 +68,16 @@ fn spawn_maintenance(db: DbConn) {
 pub struct WebserverOptions {
     /// `$TABBY_ROOT/ee/db.sqlite`.
     pub db_path: PathBuf,
+    /// `$TABBY_ROOT/ee/jobs`: one log per job run.
+    pub jobs_dir: PathBuf,
     /// Where mirrors of remote repositories live (to show the commit of each ref).
     pub repositories_dir: PathBuf,
     pub config_repositories: Vec<ConfigRepository>,
 }
 
-/// A git repository added through GraphQL, to index.
-#[derive(Clone, Debug)]
-pub struct DbRepository {
-    pub source_id: String,
-    pub git_url: String,
-    pub refs: Vec<String>,
-}
-
 pub struct Webserver {
     db: DbConn,
+    jobs: Arc<job::JobService>,
     services: Arc<Services>,
     directory: Arc<Directory>,
     schema: Arc<Schema>,
@@ -97,6 +93,12 @@ impl Webserver {
             .with_context(|| format!("cannot open the database {}", options.db_path.display()))?;
         let jwt = Arc::new(jwt::JwtKeys::load(&db).await?);
         let directory = Arc::new(Directory::new(db.clone(), options.config_repositories));
+        let jobs = Arc::new(job::JobService::new(
+            db.clone(),
+            directory.clone(),
+            options.jobs_dir,
+        ));
+        jobs.set_crawler(Arc::new(job::HttpCrawler::default()));
         let services = Arc::new(Services {
             auth: Arc::new(service::auth::AuthServiceImpl::new(
                 db.clone(),
@@ -111,6 +113,7 @@ impl Webserver {
                 db.clone(),
                 directory.clone(),
                 options.repositories_dir,
+                jobs.clone(),
             )),
             usage: Arc::new(service::usage::UsageServiceImpl::new(db.clone())),
             setting: Arc::new(service::SettingServiceImpl {
@@ -118,9 +121,11 @@ impl Webserver {
                 is_chat_enabled: false.into(),
             }),
             thread: Arc::new(service::thread::ThreadServiceImpl::new(db.clone())),
+            job: jobs.clone(),
         });
         spawn_maintenance(db.clone());
         Ok(Arc::new(Self {
+            jobs,
             usage_logger: Arc::new(usage_logger::DbEventLogger::start(db.clone())),
             db,
             services,
@@ -145,6 +150,13 @@ impl Webserver {
         }
     }
 
+    /// Starts the job worker and schedules with what jobs need (index location, embedding):
+    /// repositories are enqueued for indexing right away.
+    pub fn start_jobs(&self, deps: job::JobDeps) {
+        self.jobs.set_deps(deps);
+        self.jobs.start();
+    }
+
     /// Records editor events of signed-in users in the database.
     pub fn event_logger(&self) -> Arc<dyn EventLogger> {
         self.usage_logger.clone()
@@ -164,27 +176,23 @@ impl Webserver {
             .route("/graphql", get(routes::graphql).post(routes::graphql))
             .route("/graphiql", get(routes::graphiql))
             .route("/subscriptions", get(routes::subscriptions))
+            .route("/background-jobs/{id}/logs", get(routes::job_logs))
+            .merge(
+                Router::new()
+                    .route("/v1beta/ingestion", axum::routing::post(ingestion::ingest))
+                    .route(
+                        "/v1beta/ingestion/{source}",
+                        axum::routing::delete(ingestion::delete_source),
+                    )
+                    .route(
+                        "/v1beta/ingestion/{source}/{id}",
+                        axum::routing::delete(ingestion::delete_document),
+                    )
+                    .layer(axum::extract::DefaultBodyLimit::max(
+                        ingestion::MAX_INGESTION_BODY_BYTES,
+                    )),
+            )
             .with_state(self.clone())
-    }
-
-    /// The repositories added through GraphQL.
-    pub async fn db_repositories(&self) -> anyhow::Result<Vec<DbRepository>> {
-        Ok(self
-            .db
-            .list_repositories(Pagination::all())
-            .await?
-            .into_iter()
-            .map(|r| DbRepository {
-                source_id: git_source_id(r.id),
-                git_url: r.git_url,
-                refs: r.refs,
-            })
-            .collect())
-    }
-
-    /// Notified when a repository is added, changed or removed.
-    pub fn repositories_changed(&self) -> Arc<Notify> {
-        self.directory.repositories_changed.clone()
     }
 
     /// The GraphQL schema in SDL.

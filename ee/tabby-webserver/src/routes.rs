@@ -142,6 +142,41 @@ pub async fn subscriptions(
         })
 }
 
+/// `GET /background-jobs/{id}/logs`: a run's log as text, for admins with a session JWT
+/// (header or `?access_token=`).
+pub async fn job_logs(
+    State(server): State<Arc<Webserver>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    req: Request,
+) -> Response {
+    let Some(token) = graphql_token(&req) else {
+        return json_error(StatusCode::UNAUTHORIZED, "missing token: sign in");
+    };
+    let claims = match server.services.auth.verify_access_token(&token).await {
+        Ok(claims) => claims,
+        Err(_) => return json_error(StatusCode::UNAUTHORIZED, "invalid or expired session"),
+    };
+    let snapshot = match server.directory.snapshot().await {
+        Ok(s) => s,
+        Err(_) => return json_error(StatusCode::SERVICE_UNAVAILABLE, "cannot check access now"),
+    };
+    if !snapshot
+        .users
+        .get(&claims.user_id)
+        .is_some_and(|u| u.is_admin)
+    {
+        return json_error(StatusCode::FORBIDDEN, "job logs are for admins");
+    }
+    let Some(rowid) = tabby_schema::decode_id(&id) else {
+        return json_error(StatusCode::NOT_FOUND, "no such job run");
+    };
+    let path = crate::job::JobLog::path(server.jobs.jobs_dir(), rowid);
+    match tokio::fs::read(&path).await {
+        Ok(bytes) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response(),
+        Err(_) => json_error(StatusCode::NOT_FOUND, "no log for this job run (yet)"),
+    }
+}
+
 fn json_error(status: StatusCode, message: &str) -> Response {
     let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
     if status == StatusCode::UNAUTHORIZED {

@@ -10,8 +10,12 @@ use super::{MIGRATOR, pending_versions};
 use crate::{CompletionCounter, DbConn};
 
 const TABLES: &[&str] = &[
+    "ingested_documents",
     "invitations",
+    "job_runs",
+    "notifications",
     "password_reset",
+    "read_notifications",
     "refresh_tokens",
     "registration_token",
     "repositories",
@@ -25,6 +29,7 @@ const TABLES: &[&str] = &[
     "user_group_memberships",
     "user_groups",
     "users",
+    "web_documents",
 ];
 
 fn versions() -> Vec<i64> {
@@ -105,6 +110,17 @@ async fn fill(db: &DbConn) {
         .await
         .unwrap();
     db.grant_source_id_read_access("git:1", group)
+        .await
+        .unwrap();
+    db.create_job_run("hourly", "\"Hourly\"").await.unwrap();
+    let notification = db.create_notification("admin", "failed").await.unwrap();
+    db.mark_notifications_read(user, true, Some(notification))
+        .await
+        .unwrap();
+    db.create_web_document("docs", "https://example.com/docs", false)
+        .await
+        .unwrap();
+    db.upsert_ingested_document("wiki", "1", None, "T", "B", 0)
         .await
         .unwrap();
     let thread = db.create_thread(user, true).await.unwrap();

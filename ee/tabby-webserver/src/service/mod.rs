@@ -29,6 +29,7 @@ pub struct Services {
     pub usage: Arc<usage::UsageServiceImpl>,
     pub setting: Arc<SettingServiceImpl>,
     pub thread: Arc<thread::ThreadServiceImpl>,
+    pub job: Arc<crate::job::JobService>,
 }
 
 impl ServiceLocator for Services {
@@ -52,6 +53,9 @@ impl ServiceLocator for Services {
     }
     fn thread(&self) -> Arc<dyn ThreadService> {
         self.thread.clone()
+    }
+    fn job(&self) -> Arc<dyn tabby_schema::job::JobService> {
+        self.job.clone()
     }
 }
 

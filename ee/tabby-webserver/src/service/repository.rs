@@ -16,12 +16,16 @@ use tabby_schema::{
     },
 };
 
-use crate::directory::{Directory, git_source_id};
+use crate::{
+    directory::{Directory, git_source_id},
+    job::{BackgroundJobEvent, CodeRepositoryJob, JobService},
+};
 
 pub struct RepositoryServiceImpl {
     db: DbConn,
     directory: Arc<Directory>,
     repositories_dir: PathBuf,
+    jobs: Arc<JobService>,
 }
 
 /// Refs as stored: trimmed, without empties or duplicates.
@@ -46,11 +50,17 @@ fn normalize_refs(refs: Vec<String>) -> Result<Vec<String>> {
 }
 
 impl RepositoryServiceImpl {
-    pub fn new(db: DbConn, directory: Arc<Directory>, repositories_dir: PathBuf) -> Self {
+    pub fn new(
+        db: DbConn,
+        directory: Arc<Directory>,
+        repositories_dir: PathBuf,
+        jobs: Arc<JobService>,
+    ) -> Self {
         Self {
             db,
             directory,
             repositories_dir,
+            jobs,
         }
     }
 
@@ -74,19 +84,38 @@ impl RepositoryServiceImpl {
             .collect()
     }
 
-    fn git_repository(&self, dao: RepositoryDAO) -> GitRepository {
-        GitRepository {
+    fn index_event(dao: &RepositoryDAO) -> BackgroundJobEvent {
+        BackgroundJobEvent::SchedulerGitRepository(CodeRepositoryJob {
+            git_url: dao.git_url.clone(),
+            source_id: git_source_id(dao.id),
+            git_refs: dao.refs.clone(),
+        })
+    }
+
+    async fn git_repository(&self, dao: RepositoryDAO) -> Result<GitRepository> {
+        let job_info = self.jobs.job_info(&Self::index_event(&dao)).await?;
+        Ok(GitRepository {
             id: dao.id.as_id(),
             source_id: git_source_id(dao.id),
             refs: self.references(&dao.git_url, &dao.refs),
             name: dao.name,
             git_url: dao.git_url,
-        }
+            job_info,
+        })
     }
 
-    fn changed(&self) {
+    /// The repository list changed: refresh the snapshot and index (or collect) at once.
+    async fn changed(&self, id: Option<i64>) -> Result<()> {
         self.directory.invalidate();
-        self.directory.repositories_changed.notify_one();
+        let event = match id {
+            Some(id) => match self.db.get_repository(id).await? {
+                Some(dao) => Self::index_event(&dao),
+                None => return Ok(()),
+            },
+            None => BackgroundJobEvent::IndexGarbageCollection,
+        };
+        self.jobs.trigger(&event).await?;
+        Ok(())
     }
 }
 
@@ -108,8 +137,11 @@ impl RepositoryService for RepositoryServiceImpl {
             .paginate(
                 |r: &GitRepository| r.id.to_string(),
                 |p| async move {
-                    let daos = self.db.list_repositories(p).await?;
-                    Ok(daos.into_iter().map(|d| self.git_repository(d)).collect())
+                    let mut out = Vec::new();
+                    for dao in self.db.list_repositories(p).await? {
+                        out.push(self.git_repository(dao).await?);
+                    }
+                    Ok(out)
                 },
             )
             .await?;
@@ -134,7 +166,7 @@ impl RepositoryService for RepositoryServiceImpl {
             .create_repository(name, git_url, &refs)
             .await
             .map_err(db_error)?;
-        self.changed();
+        self.changed(Some(id)).await?;
         Ok(id.as_id())
     }
 
@@ -144,13 +176,13 @@ impl RepositoryService for RepositoryServiceImpl {
             .update_repository_refs(id, &refs)
             .await
             .map_err(db_error)?;
-        self.changed();
+        self.changed(Some(id)).await?;
         Ok(())
     }
 
     async fn delete_git(&self, id: i64) -> Result<()> {
         self.db.delete_repository(id).await.map_err(db_error)?;
-        self.changed();
+        self.changed(None).await?;
         Ok(())
     }
 

@@ -1,0 +1,157 @@
+//! Background jobs and the knowledge sources they index: job runs and their stats, web
+//! documents to crawl, ingestion status, and admin notifications.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use juniper::{GraphQLInputObject, GraphQLObject, ID};
+
+use crate::{CoreError, Result, connection, relay::RelayArgs};
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct JobRun {
+    pub id: ID,
+    pub job: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    /// `null` while pending or running; 0 success, 1 failure, -1 interrupted or unreadable.
+    pub exit_code: Option<i32>,
+    /// Deprecated (always empty): logs are at `/background-jobs/{id}/logs`.
+    pub stdout: String,
+    /// The job's command (what `triggerJobRun` takes).
+    pub command: String,
+}
+
+connection!(JobRunConnection, JobRunEdge, JobRun);
+
+#[derive(Clone, Debug, Default, GraphQLObject)]
+pub struct JobStats {
+    pub success: i32,
+    pub failed: i32,
+    pub pending: i32,
+}
+
+/// The latest run of a command (e.g. a repository's indexing job).
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct JobInfo {
+    pub last_job_run: Option<JobRun>,
+    pub command: String,
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct CustomWebDocument {
+    pub id: ID,
+    pub source_id: String,
+    pub name: String,
+    pub url: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub job_info: JobInfo,
+}
+
+connection!(
+    CustomDocumentConnection,
+    CustomDocumentEdge,
+    CustomWebDocument
+);
+
+#[derive(Clone, Debug, GraphQLInputObject)]
+pub struct CreateCustomDocumentInput {
+    pub name: String,
+    pub url: String,
+}
+
+impl CreateCustomDocumentInput {
+    pub fn validate(&self) -> Result<()> {
+        let name = self.name.trim();
+        if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+            return Err(CoreError::invalid(
+                "name",
+                "Name must be 1 to 255 characters without control characters",
+            ));
+        }
+        let url = self.url.trim();
+        let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+        if !scheme_ok || url.len() < 10 || url.chars().any(|c| c.is_whitespace()) {
+            return Err(CoreError::invalid("url", "URL must be an http(s) URL"));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct IngestionStats {
+    pub source: String,
+    pub pending: i32,
+    pub indexed: i32,
+    pub failed: i32,
+    pub total: i32,
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct Notification {
+    pub id: ID,
+    /// Markdown.
+    pub content: String,
+    pub read: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[async_trait]
+pub trait JobService: Send + Sync {
+    async fn list(
+        &self,
+        ids: Vec<i64>,
+        jobs: Vec<String>,
+        page: RelayArgs,
+    ) -> Result<JobRunConnection>;
+    /// Over the last 7 days.
+    async fn stats(&self, jobs: Vec<String>) -> Result<JobStats>;
+    /// Enqueues a command (a serialized job event); an identical pending one is reused.
+    async fn trigger(&self, command: &str) -> Result<ID>;
+    async fn web_documents(
+        &self,
+        ids: Vec<i64>,
+        page: RelayArgs,
+    ) -> Result<CustomDocumentConnection>;
+    async fn create_web_document(&self, input: &CreateCustomDocumentInput) -> Result<ID>;
+    async fn delete_web_document(&self, id: i64) -> Result<()>;
+    async fn ingestion_status(&self, sources: Vec<String>) -> Result<Vec<IngestionStats>>;
+    async fn notifications(&self, user_id: i64, is_admin: bool) -> Result<Vec<Notification>>;
+    async fn mark_notifications_read(
+        &self,
+        user_id: i64,
+        is_admin: bool,
+        id: Option<i64>,
+    ) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn web_document_input() {
+        let ok = CreateCustomDocumentInput {
+            name: "Docs".into(),
+            url: "https://example.com/docs/".into(),
+        };
+        assert!(ok.validate().is_ok());
+        for (name, url, path) in [
+            ("", "https://example.com", "name"),
+            ("Docs", "ftp://example.com", "url"),
+            ("Docs", "https://exa mple.com", "url"),
+        ] {
+            match (CreateCustomDocumentInput {
+                name: name.into(),
+                url: url.into(),
+            })
+            .validate()
+            {
+                Err(CoreError::InvalidInput(e)) => assert_eq!(e[0].path, path),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,943 @@
+//! Background jobs stored in SQLite (`job_runs`).
+//!
+//! A job is a row whose `command` is a serialized [`BackgroundJobEvent`] (upstream's JSON, so
+//! `triggerJobRun` takes the same strings). Cron and user actions only enqueue; one worker
+//! takes pending rows in order, sets `started_at`, runs the job with a log file at
+//! `$TABBY_ROOT/ee/jobs/<id>/stdout.log`, and records the exit code. A failed job notifies the
+//! admins and the worker goes on. At start-up, runs that were running when the server stopped
+//! are marked failed and their commands enqueued again.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, OnceLock},
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail};
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use tabby_db::{DbConn, JobRunDAO, Pagination};
+use tabby_index::{
+    CodeIndexer, EmbeddingSetup, IndexProgress, RepositorySummary, RepositoryToIndex,
+    doc::{DocFields, DocIndexer, StructuredDoc, recent_commits},
+};
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+use crate::directory::Directory;
+
+/// Pending runs are looked for at least this often (a trigger wakes the worker at once).
+const POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// Finished runs older than this are deleted by the hourly job.
+pub const JOB_RUN_RETENTION_DAYS: u32 = 90;
+/// Commits indexed per repository (newest first).
+pub const COMMITS_PER_REPOSITORY: usize = 1000;
+/// Ingested documents indexed per ingestion run.
+const INGESTION_BATCH: usize = 500;
+
+/// A repository to index, as upstream serializes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeRepositoryJob {
+    pub git_url: String,
+    pub source_id: String,
+    #[serde(default)]
+    pub git_refs: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebCrawlerJob {
+    pub source_id: String,
+    pub url: String,
+    #[serde(default)]
+    pub url_prefix: Option<String>,
+}
+
+/// A job's command (upstream's externally tagged enum).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackgroundJobEvent {
+    SchedulerGitRepository(CodeRepositoryJob),
+    WebCrawler(WebCrawlerJob),
+    IndexGarbageCollection,
+    SyncIngestionIndex,
+    Hourly,
+    Daily,
+}
+
+impl BackgroundJobEvent {
+    pub fn name(&self) -> &'static str {
+        match self {
+            BackgroundJobEvent::SchedulerGitRepository(_) => "scheduler_git",
+            BackgroundJobEvent::WebCrawler(_) => "web_crawler",
+            BackgroundJobEvent::IndexGarbageCollection => "index_garbage_collection",
+            BackgroundJobEvent::SyncIngestionIndex => "ingestion_index_sync",
+            BackgroundJobEvent::Hourly => "hourly",
+            BackgroundJobEvent::Daily => "daily",
+        }
+    }
+
+    pub fn to_command(&self) -> String {
+        serde_json::to_string(self).expect("job events serialize")
+    }
+
+    pub fn from_command(command: &str) -> anyhow::Result<Self> {
+        serde_json::from_str(command).with_context(|| format!("not a job command: {command}"))
+    }
+}
+
+/// Every job name `jobs` reports (the ones this server runs).
+pub const JOB_NAMES: [&str; 6] = [
+    "scheduler_git",
+    "web_crawler",
+    "index_garbage_collection",
+    "ingestion_index_sync",
+    "hourly",
+    "daily",
+];
+
+/// A run's log: `<RFC 3339 time> [LEVEL]: message` lines.
+pub struct JobLog {
+    file: Mutex<std::fs::File>,
+}
+
+impl JobLog {
+    pub fn path(jobs_dir: &Path, run_id: i64) -> PathBuf {
+        jobs_dir
+            .join(tabby_schema::encode_id(run_id))
+            .join("stdout.log")
+    }
+
+    fn create(jobs_dir: &Path, run_id: i64) -> anyhow::Result<Self> {
+        let path = Self::path(jobs_dir, run_id);
+        std::fs::create_dir_all(path.parent().expect("has a parent"))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        Ok(Self {
+            file: Mutex::new(file),
+        })
+    }
+
+    fn write(&self, level: &str, message: &str) {
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        for line in message.lines() {
+            let _ = writeln!(file, "{} [{level}]: {line}", Utc::now().to_rfc3339());
+        }
+    }
+
+    pub fn info(&self, message: impl AsRef<str>) {
+        self.write("INFO", message.as_ref());
+    }
+
+    pub fn warn(&self, message: impl AsRef<str>) {
+        self.write("WARN", message.as_ref());
+    }
+}
+
+impl IndexProgress for JobLog {
+    fn start(&self, repository: &str, files: usize) {
+        self.info(format!("indexing {repository}: {files} files"));
+    }
+    fn finish(&self, summary: &RepositorySummary) {
+        self.info(summary.to_string());
+    }
+}
+
+/// What jobs need from the server: where things are and the embedding model.
+pub struct JobDeps {
+    pub index_dir: PathBuf,
+    pub repositories_dir: PathBuf,
+    pub embedding: Option<EmbeddingSetup>,
+    pub languages: tabby_common::languages::LanguageTable,
+}
+
+/// Crawls a site into pages (plugged in by the server).
+#[async_trait::async_trait]
+pub trait WebCrawler: Send + Sync {
+    async fn crawl(
+        &self,
+        url: &str,
+        url_prefix: Option<&str>,
+        log: &JobLog,
+    ) -> anyhow::Result<Vec<CrawledPage>>;
+}
+
+/// The crawler of `tabby-index` over HTTP, with its default limits.
+#[derive(Default)]
+pub struct HttpCrawler {
+    pub limits: tabby_index::crawl::CrawlLimits,
+}
+
+#[async_trait::async_trait]
+impl WebCrawler for HttpCrawler {
+    async fn crawl(
+        &self,
+        url: &str,
+        url_prefix: Option<&str>,
+        log: &JobLog,
+    ) -> anyhow::Result<Vec<CrawledPage>> {
+        let pages =
+            tabby_index::crawl::crawl(url, url_prefix, self.limits, &|line| log.info(line)).await?;
+        Ok(pages
+            .into_iter()
+            .map(|p| CrawledPage {
+                url: p.url,
+                title: p.title,
+                text: p.text,
+            })
+            .collect())
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CrawledPage {
+    pub url: String,
+    pub title: String,
+    pub text: String,
+}
+
+pub struct JobService {
+    db: DbConn,
+    directory: Arc<Directory>,
+    jobs_dir: PathBuf,
+    deps: OnceLock<Arc<JobDeps>>,
+    crawler: OnceLock<Arc<dyn WebCrawler>>,
+    wake: Notify,
+}
+
+impl JobService {
+    pub fn new(db: DbConn, directory: Arc<Directory>, jobs_dir: PathBuf) -> Self {
+        Self {
+            db,
+            directory,
+            jobs_dir,
+            deps: OnceLock::new(),
+            crawler: OnceLock::new(),
+            wake: Notify::new(),
+        }
+    }
+
+    pub fn jobs_dir(&self) -> &Path {
+        &self.jobs_dir
+    }
+
+    pub fn set_deps(&self, deps: JobDeps) {
+        let _ = self.deps.set(Arc::new(deps));
+    }
+
+    pub fn set_crawler(&self, crawler: Arc<dyn WebCrawler>) {
+        let _ = self.crawler.set(crawler);
+    }
+
+    /// Enqueues `event` unless the same command is still pending; returns the run id and
+    /// whether it is new.
+    pub async fn trigger(&self, event: &BackgroundJobEvent) -> anyhow::Result<(i64, bool)> {
+        let (id, created) = self
+            .db
+            .create_job_run(event.name(), &event.to_command())
+            .await?;
+        self.wake.notify_one();
+        Ok((id, created))
+    }
+
+    /// Every repository (config and GraphQL) as index jobs.
+    async fn repository_jobs(&self) -> anyhow::Result<Vec<CodeRepositoryJob>> {
+        let snapshot = self.directory.snapshot().await?;
+        let mut jobs: Vec<CodeRepositoryJob> = self
+            .directory
+            .config_repositories()
+            .iter()
+            .map(|r| CodeRepositoryJob {
+                git_url: r.git_url.clone(),
+                source_id: r.source_id.clone(),
+                git_refs: r.refs.clone(),
+            })
+            .collect();
+        jobs.extend(snapshot.db_repositories.iter().map(|r| CodeRepositoryJob {
+            git_url: r.git_url.clone(),
+            source_id: crate::directory::git_source_id(r.id),
+            git_refs: r.refs.clone(),
+        }));
+        Ok(jobs)
+    }
+
+    /// Enqueues indexing of every repository.
+    pub async fn trigger_all_repositories(&self) -> anyhow::Result<()> {
+        for job in self.repository_jobs().await? {
+            self.trigger(&BackgroundJobEvent::SchedulerGitRepository(job))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the worker and the schedules. At start: stale runs are failed and re-enqueued,
+    /// then every repository is enqueued for indexing.
+    pub fn start(self: &Arc<Self>) {
+        let service = self.clone();
+        tokio::spawn(async move {
+            match service.db.finalize_stale_job_runs().await {
+                Ok(stale) => {
+                    for run in stale {
+                        warn!(
+                            "job run {} ({}) was interrupted by a restart: marked failed, enqueued again",
+                            run.id, run.job
+                        );
+                        if let Err(e) = service.db.create_job_run(&run.job, &run.command).await {
+                            warn!("cannot re-enqueue job run {}: {e}", run.id);
+                        }
+                    }
+                }
+                Err(e) => warn!("cannot finalize stale job runs: {e}"),
+            }
+            if let Err(e) = service.trigger_all_repositories().await {
+                warn!("cannot enqueue repository indexing: {e:#}");
+            }
+            service.worker().await;
+        });
+        self.clone().spawn_schedules();
+    }
+
+    fn spawn_schedules(self: Arc<Self>) {
+        let hourly = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(until_next(3600)).await;
+                if let Err(e) = hourly.trigger(&BackgroundJobEvent::Hourly).await {
+                    warn!("cannot enqueue the hourly job: {e:#}");
+                }
+            }
+        });
+        let daily = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(until_next(86_400)).await;
+                if let Err(e) = daily.trigger(&BackgroundJobEvent::Daily).await {
+                    warn!("cannot enqueue the daily job: {e:#}");
+                }
+            }
+        });
+        // Every 10 s: index ingested documents when some are pending.
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(until_next(10)).await;
+                match self.db.has_pending_ingested_documents().await {
+                    Ok(true) => {
+                        if let Err(e) = self.trigger(&BackgroundJobEvent::SyncIngestionIndex).await
+                        {
+                            warn!("cannot enqueue ingestion indexing: {e:#}");
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(e) => warn!("cannot check pending ingested documents: {e}"),
+                }
+            }
+        });
+    }
+
+    async fn worker(&self) {
+        loop {
+            let run = match self.db.claim_next_job_run().await {
+                Ok(Some(run)) => run,
+                Ok(None) => {
+                    let _ = tokio::time::timeout(POLL_INTERVAL, self.wake.notified()).await;
+                    continue;
+                }
+                Err(e) => {
+                    warn!("cannot read pending job runs: {e}");
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                    continue;
+                }
+            };
+            let exit_code = self.execute(&run).await;
+            if let Err(e) = self.db.finish_job_run(run.id, exit_code).await {
+                warn!("cannot record the end of job run {}: {e}", run.id);
+            }
+        }
+    }
+
+    /// Runs one job; its exit code: 0 success, 1 failure, -1 unreadable command.
+    async fn execute(&self, run: &JobRunDAO) -> i64 {
+        let log = match JobLog::create(&self.jobs_dir, run.id) {
+            Ok(log) => log,
+            Err(e) => {
+                warn!("job run {}: {e:#}", run.id);
+                return 1;
+            }
+        };
+        let event = match BackgroundJobEvent::from_command(&run.command) {
+            Ok(event) => event,
+            Err(e) => {
+                log.warn(format!("{e:#}"));
+                return -1;
+            }
+        };
+        info!("job run {} ({}) started", run.id, run.job);
+        log.info(format!("running {}", run.command));
+        // A panicking job must not take the worker down.
+        let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+            self.run_job(&event, &log),
+        ))
+        .await;
+        let error = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("{e:#}")),
+            Err(_) => Some("the job panicked".to_string()),
+        };
+        match error {
+            None => {
+                log.info("finished");
+                info!("job run {} ({}) finished", run.id, run.job);
+                0
+            }
+            Some(message) => {
+                log.warn(format!("failed: {message}"));
+                warn!("job run {} ({}) failed: {message}", run.id, run.job);
+                let content = format!(
+                    "Job **{}** (run {}) failed: {message}\n\nSee `/background-jobs/{}/logs`.",
+                    run.job,
+                    tabby_schema::encode_id(run.id),
+                    tabby_schema::encode_id(run.id)
+                );
+                if let Err(e) = self.db.create_notification("admin", &content).await {
+                    warn!("cannot notify admins: {e}");
+                }
+                1
+            }
+        }
+    }
+
+    fn deps(&self) -> anyhow::Result<Arc<JobDeps>> {
+        self.deps
+            .get()
+            .cloned()
+            .context("the indexing setup is not ready yet")
+    }
+
+    async fn run_job(&self, event: &BackgroundJobEvent, log: &JobLog) -> anyhow::Result<()> {
+        match event {
+            BackgroundJobEvent::SchedulerGitRepository(job) => {
+                self.index_repository(job, log).await
+            }
+            BackgroundJobEvent::WebCrawler(job) => self.crawl(job, log).await,
+            BackgroundJobEvent::IndexGarbageCollection => self.garbage_collect(log).await,
+            BackgroundJobEvent::SyncIngestionIndex => self.sync_ingestion(log).await,
+            BackgroundJobEvent::Hourly => self.hourly(log).await,
+            BackgroundJobEvent::Daily => self.daily(log).await,
+        }
+    }
+
+    async fn index_repository(&self, job: &CodeRepositoryJob, log: &JobLog) -> anyhow::Result<()> {
+        let deps = self.deps()?;
+        let repo = RepositoryToIndex {
+            source_id: job.source_id.clone(),
+            git_url: job.git_url.clone(),
+            refs: job.git_refs.clone(),
+        };
+        {
+            let mut indexer = CodeIndexer::open(
+                &deps.index_dir,
+                deps.embedding.clone(),
+                deps.languages.clone(),
+            )
+            .await?;
+            indexer
+                .index_repository(&repo, &deps.repositories_dir, log)
+                .await?;
+        }
+        // Commits go into the structured-doc corpus under the repository's source id.
+        match recent_commits(
+            &job.git_url,
+            &deps.repositories_dir,
+            &job.git_refs,
+            COMMITS_PER_REPOSITORY,
+        ) {
+            Ok(commits) => {
+                let mut docs = DocIndexer::open(&deps.index_dir, deps.embedding.clone())?;
+                let known = docs.doc_ids(&job.source_id)?;
+                let mut added = 0;
+                for commit in commits {
+                    let id = format!("{}:commit:{}", job.source_id, commit.sha);
+                    if known.contains(&id) {
+                        continue;
+                    }
+                    docs.add(&StructuredDoc {
+                        source_id: job.source_id.clone(),
+                        id,
+                        fields: DocFields::Commit {
+                            sha: commit.sha,
+                            message: commit.message,
+                            author_email: commit.author_email,
+                            author_at: commit.author_at,
+                        },
+                    })
+                    .await?;
+                    added += 1;
+                }
+                docs.commit()?;
+                log.info(format!("indexed {added} new commits"));
+            }
+            // A plain directory has no commits.
+            Err(e) => log.info(format!("no commits indexed: {e:#}")),
+        }
+        Ok(())
+    }
+
+    async fn crawl(&self, job: &WebCrawlerJob, log: &JobLog) -> anyhow::Result<()> {
+        let deps = self.deps()?;
+        let Some(crawler) = self.crawler.get().cloned() else {
+            bail!("no web crawler is set up");
+        };
+        let pages = crawler
+            .crawl(&job.url, job.url_prefix.as_deref(), log)
+            .await?;
+        if pages.is_empty() {
+            bail!("no page could be fetched from {}", job.url);
+        }
+        let mut docs = DocIndexer::open(&deps.index_dir, deps.embedding.clone())?;
+        docs.delete_source(&job.source_id)?;
+        for page in &pages {
+            docs.add(&StructuredDoc {
+                source_id: job.source_id.clone(),
+                id: format!("{}:{}", job.source_id, page.url),
+                fields: DocFields::Web {
+                    title: page.title.clone(),
+                    link: page.url.clone(),
+                    body: page.text.clone(),
+                },
+            })
+            .await?;
+        }
+        docs.commit()?;
+        log.info(format!("indexed {} pages of {}", pages.len(), job.url));
+        Ok(())
+    }
+
+    /// Removes code and docs of sources that no longer exist: repositories dropped from the
+    /// config or deleted, deleted web documents, deleted ingested documents.
+    async fn garbage_collect(&self, log: &JobLog) -> anyhow::Result<()> {
+        let deps = self.deps()?;
+        let repositories: Vec<String> = self
+            .repository_jobs()
+            .await?
+            .into_iter()
+            .map(|r| r.source_id)
+            .collect();
+        {
+            let mut indexer = CodeIndexer::open(
+                &deps.index_dir,
+                deps.embedding.clone(),
+                deps.languages.clone(),
+            )
+            .await?;
+            for removed in indexer.remove_other_sources(&repositories)? {
+                log.info(format!("removed code of {removed}: no longer a repository"));
+            }
+        }
+        let web: Vec<String> = self
+            .db
+            .list_web_documents(&[], None, Pagination::all())
+            .await?
+            .iter()
+            .map(|d| web_document_source_id(d.id))
+            .collect();
+        let mut docs = DocIndexer::open(&deps.index_dir, deps.embedding.clone())?;
+        let mut removed = 0;
+        for source in docs.sources()? {
+            if let Some(name) = source.strip_prefix("ingested:") {
+                let keep: std::collections::HashSet<String> = self
+                    .db
+                    .list_ingested_doc_ids(name)
+                    .await?
+                    .iter()
+                    .map(|id| ingested_doc_id(name, id))
+                    .collect();
+                for id in docs.doc_ids(&source)? {
+                    if !keep.contains(&id) {
+                        docs.delete(&id);
+                        removed += 1;
+                    }
+                }
+            } else if !repositories.contains(&source) && !web.contains(&source) {
+                docs.delete_source(&source)?;
+                log.info(format!(
+                    "removed the documents of {source}: the source is gone"
+                ));
+            }
+        }
+        docs.commit()?;
+        if removed > 0 {
+            log.info(format!("removed {removed} deleted ingested documents"));
+        }
+        Ok(())
+    }
+
+    async fn sync_ingestion(&self, log: &JobLog) -> anyhow::Result<()> {
+        let deps = self.deps()?;
+        let mut docs = DocIndexer::open(&deps.index_dir, deps.embedding.clone())?;
+        let expired = self
+            .db
+            .delete_expired_ingested_documents(Utc::now().timestamp())
+            .await?;
+        for (source, doc_id) in &expired {
+            docs.delete(&ingested_doc_id(source, doc_id));
+        }
+        if !expired.is_empty() {
+            log.info(format!("removed {} expired documents", expired.len()));
+        }
+        let pending = self
+            .db
+            .list_pending_ingested_documents(INGESTION_BATCH)
+            .await?;
+        let mut indexed = 0;
+        for doc in &pending {
+            let result = docs
+                .add(&StructuredDoc {
+                    source_id: ingested_source_id(&doc.source),
+                    id: ingested_doc_id(&doc.source, &doc.doc_id),
+                    fields: DocFields::Ingested {
+                        doc_id: doc.doc_id.clone(),
+                        title: doc.title.clone(),
+                        link: doc.link.clone(),
+                        body: doc.body.clone(),
+                    },
+                })
+                .await;
+            let status = match result {
+                Ok(_) => {
+                    indexed += 1;
+                    "indexed"
+                }
+                Err(e) => {
+                    log.warn(format!("{}/{}: {e:#}", doc.source, doc.doc_id));
+                    "failed"
+                }
+            };
+            // Commit before marking, so "indexed" is never ahead of the index.
+            docs.commit()?;
+            self.db.set_ingested_document_status(doc, status).await?;
+        }
+        docs.commit()?;
+        log.info(format!(
+            "indexed {indexed} of {} pending documents",
+            pending.len()
+        ));
+        Ok(())
+    }
+
+    async fn hourly(&self, log: &JobLog) -> anyhow::Result<()> {
+        let threads = self
+            .db
+            .delete_idle_ephemeral_threads(crate::EPHEMERAL_THREAD_IDLE_DAYS)
+            .await?;
+        let tokens = self.db.delete_expired_refresh_tokens().await?;
+        let runs = self.db.delete_old_job_runs(JOB_RUN_RETENTION_DAYS).await?;
+        log.info(format!(
+            "db maintenance: {threads} idle threads, {tokens} expired refresh tokens, {runs} old job runs removed"
+        ));
+        self.trigger_all_repositories().await?;
+        self.trigger(&BackgroundJobEvent::IndexGarbageCollection)
+            .await?;
+        Ok(())
+    }
+
+    async fn daily(&self, log: &JobLog) -> anyhow::Result<()> {
+        let documents = self
+            .db
+            .list_web_documents(&[], None, Pagination::all())
+            .await?;
+        for doc in &documents {
+            self.trigger(&BackgroundJobEvent::WebCrawler(WebCrawlerJob {
+                source_id: web_document_source_id(doc.id),
+                url: doc.url.clone(),
+                url_prefix: None,
+            }))
+            .await?;
+        }
+        log.info(format!("enqueued {} web crawls", documents.len()));
+        Ok(())
+    }
+}
+
+/// Index source id of a client's ingestion source.
+pub fn ingested_source_id(source: &str) -> String {
+    format!("ingested:{source}")
+}
+
+/// Index document id of an ingested document (the client's id, URL-encoded).
+pub fn ingested_doc_id(source: &str, doc_id: &str) -> String {
+    let encoded: String = doc_id
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect();
+    format!("ingested:{source}:{encoded}")
+}
+
+/// Source id of a web document.
+pub fn web_document_source_id(id: i64) -> String {
+    format!("custom_web_document:{}", tabby_schema::encode_id(id))
+}
+
+/// Time until the next multiple of `period_secs` since the Unix epoch (cron-like alignment:
+/// hourly fires at :00, the 10-second check at :00, :10, …).
+fn until_next(period_secs: u64) -> Duration {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let period = Duration::from_secs(period_secs);
+    let into = Duration::from_nanos((now.as_nanos() % period.as_nanos()) as u64);
+    period - into
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_upstreams_json() {
+        let git = BackgroundJobEvent::SchedulerGitRepository(CodeRepositoryJob {
+            git_url: "https://example.com/r".into(),
+            source_id: "git:abc".into(),
+            git_refs: vec!["main".into()],
+        });
+        assert_eq!(
+            git.to_command(),
+            r#"{"SchedulerGitRepository":{"git_url":"https://example.com/r","source_id":"git:abc","git_refs":["main"]}}"#
+        );
+        assert_eq!(BackgroundJobEvent::Hourly.to_command(), r#""Hourly""#);
+        assert_eq!(
+            BackgroundJobEvent::from_command(
+                r#"{"WebCrawler":{"source_id":"s","url":"http://x","url_prefix":null}}"#
+            )
+            .unwrap()
+            .name(),
+            "web_crawler"
+        );
+        assert!(BackgroundJobEvent::from_command("\"SyncPagesIndex\"").is_err());
+        assert_eq!(ingested_doc_id("wiki", "a b/c"), "ingested:wiki:a%20b%2Fc");
+    }
+
+    #[test]
+    fn schedules_align_to_their_period() {
+        let wait = until_next(10);
+        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(10));
+    }
+}
+
+// ---- the GraphQL side ----
+
+mod graphql {
+    use async_trait::async_trait;
+    use juniper::ID;
+    use tabby_db::{DbError, JobRunDAO, WebDocumentDAO};
+    use tabby_schema::{
+        AsID, CoreError, Result,
+        job::{
+            CreateCustomDocumentInput, CustomDocumentConnection, CustomWebDocument, IngestionStats,
+            JobInfo, JobRun, JobRunConnection, JobStats, Notification,
+        },
+        relay::RelayArgs,
+    };
+
+    use super::{BackgroundJobEvent, JobService, WebCrawlerJob, web_document_source_id};
+
+    /// Runs of the last week count in `jobRunStats`.
+    const STATS_DAYS: u32 = 7;
+
+    pub fn job_run(dao: JobRunDAO) -> JobRun {
+        JobRun {
+            id: dao.id.as_id(),
+            job: dao.job,
+            created_at: dao.created_at,
+            updated_at: dao.updated_at,
+            started_at: dao.started_at,
+            finished_at: dao.end_ts,
+            exit_code: dao.exit_code.map(|c| c as i32),
+            stdout: String::new(),
+            command: dao.command,
+        }
+    }
+
+    fn clamp(n: i64) -> i32 {
+        i32::try_from(n).unwrap_or(i32::MAX)
+    }
+
+    impl JobService {
+        pub async fn job_info(&self, event: &BackgroundJobEvent) -> Result<JobInfo> {
+            let command = event.to_command();
+            Ok(JobInfo {
+                last_job_run: self.db.latest_job_run(&command).await?.map(job_run),
+                command,
+            })
+        }
+
+        fn crawl_event(dao: &WebDocumentDAO) -> BackgroundJobEvent {
+            BackgroundJobEvent::WebCrawler(WebCrawlerJob {
+                source_id: web_document_source_id(dao.id),
+                url: dao.url.clone(),
+                url_prefix: None,
+            })
+        }
+    }
+
+    #[async_trait]
+    impl tabby_schema::job::JobService for JobService {
+        async fn list(
+            &self,
+            ids: Vec<i64>,
+            jobs: Vec<String>,
+            page: RelayArgs,
+        ) -> Result<JobRunConnection> {
+            let page = page
+                .paginate(
+                    |r: &JobRun| r.id.to_string(),
+                    |p| async move {
+                        Ok(self
+                            .db
+                            .list_job_runs(&ids, &jobs, p)
+                            .await?
+                            .into_iter()
+                            .map(job_run)
+                            .collect())
+                    },
+                )
+                .await?;
+            Ok(page.into())
+        }
+
+        async fn stats(&self, jobs: Vec<String>) -> Result<JobStats> {
+            let stats = self.db.job_run_stats(&jobs, STATS_DAYS).await?;
+            Ok(JobStats {
+                success: clamp(stats.success),
+                failed: clamp(stats.failed),
+                pending: clamp(stats.pending),
+            })
+        }
+
+        async fn trigger(&self, command: &str) -> Result<ID> {
+            let event = BackgroundJobEvent::from_command(command).map_err(|_| {
+                CoreError::invalid(
+                    "command",
+                    "Not a job command this server runs (e.g. \"Hourly\", \"Daily\", \
+                     \"IndexGarbageCollection\", \"SyncIngestionIndex\", or \
+                     {\"SchedulerGitRepository\": {...}})",
+                )
+            })?;
+            let (id, _) = JobService::trigger(self, &event).await?;
+            Ok(id.as_id())
+        }
+
+        async fn web_documents(
+            &self,
+            ids: Vec<i64>,
+            page: RelayArgs,
+        ) -> Result<CustomDocumentConnection> {
+            let page = page
+                .paginate(
+                    |d: &CustomWebDocument| d.id.to_string(),
+                    |p| async move {
+                        let mut out = Vec::new();
+                        for dao in self.db.list_web_documents(&ids, Some(false), p).await? {
+                            let job_info = self.job_info(&Self::crawl_event(&dao)).await?;
+                            out.push(CustomWebDocument {
+                                id: dao.id.as_id(),
+                                source_id: web_document_source_id(dao.id),
+                                name: dao.name,
+                                url: dao.url,
+                                created_at: dao.created_at,
+                                updated_at: dao.updated_at,
+                                job_info,
+                            });
+                        }
+                        Ok(out)
+                    },
+                )
+                .await?;
+            Ok(page.into())
+        }
+
+        async fn create_web_document(&self, input: &CreateCustomDocumentInput) -> Result<ID> {
+            let id = self
+                .db
+                .create_web_document(input.name.trim(), input.url.trim(), false)
+                .await
+                .map_err(|e| match e {
+                    DbError::AlreadyExists { .. } => CoreError::invalid(
+                        "name",
+                        "A web document with this name or URL already exists",
+                    ),
+                    other => other.into(),
+                })?;
+            let dao = self
+                .db
+                .get_web_document(id)
+                .await?
+                .ok_or(CoreError::NotFound("Web document not found"))?;
+            JobService::trigger(self, &Self::crawl_event(&dao)).await?;
+            Ok(id.as_id())
+        }
+
+        async fn delete_web_document(&self, id: i64) -> Result<()> {
+            self.db.delete_web_document(id).await.map_err(|e| match e {
+                DbError::NotFound { .. } => CoreError::NotFound("Web document not found"),
+                other => other.into(),
+            })?;
+            JobService::trigger(self, &BackgroundJobEvent::IndexGarbageCollection).await?;
+            Ok(())
+        }
+
+        async fn ingestion_status(&self, sources: Vec<String>) -> Result<Vec<IngestionStats>> {
+            Ok(self
+                .db
+                .ingestion_stats(&sources)
+                .await?
+                .into_iter()
+                .map(|s| IngestionStats {
+                    source: s.source,
+                    pending: clamp(s.pending),
+                    indexed: clamp(s.indexed),
+                    failed: clamp(s.failed),
+                    total: clamp(s.total),
+                })
+                .collect())
+        }
+
+        async fn notifications(&self, user_id: i64, is_admin: bool) -> Result<Vec<Notification>> {
+            Ok(self
+                .db
+                .list_notifications_for(user_id, is_admin)
+                .await?
+                .into_iter()
+                .map(|n| Notification {
+                    id: n.id.as_id(),
+                    content: n.content,
+                    read: n.read,
+                    created_at: n.created_at,
+                })
+                .collect())
+        }
+
+        async fn mark_notifications_read(
+            &self,
+            user_id: i64,
+            is_admin: bool,
+            id: Option<i64>,
+        ) -> Result<()> {
+            self.db
+                .mark_notifications_read(user_id, is_admin, id)
+                .await
+                .map_err(|e| match e {
+                    DbError::NotFound { .. } => CoreError::NotFound("Notification not found"),
+                    other => other.into(),
+                })
+        }
+    }
+}
+
+pub use graphql::job_run;
