@@ -81,10 +81,13 @@ impl DbConn {
         .await?)
     }
 
-    pub async fn has_pending_ingested_documents(&self) -> DbResult<bool> {
+    /// Whether the ingestion job has work: pending documents, or documents past their TTL.
+    pub async fn ingestion_has_work(&self, now_unix: i64) -> DbResult<bool> {
         let (n,): (i64,) = sqlx::query_as(
-            "SELECT COUNT(*) FROM ingested_documents WHERE status = 'pending' LIMIT 1",
+            "SELECT EXISTS (SELECT 1 FROM ingested_documents
+                            WHERE status = 'pending' OR expired_at <= ?)",
         )
+        .bind(now_unix)
         .fetch_one(&self.pool)
         .await?;
         Ok(n > 0)

@@ -318,11 +318,11 @@ impl JobService {
                 }
             }
         });
-        // Every 10 s: index ingested documents when some are pending.
+        // Every 10 s: index ingested documents when some are pending or expired.
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(until_next(10)).await;
-                match self.db.has_pending_ingested_documents().await {
+                match self.db.ingestion_has_work(Utc::now().timestamp()).await {
                     Ok(true) => {
                         if let Err(e) = self.trigger(&BackgroundJobEvent::SyncIngestionIndex).await
                         {
