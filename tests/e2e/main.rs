@@ -10,6 +10,7 @@ mod config;
 mod ee_answer;
 mod ee_auth;
 mod ee_auth_matrix;
+mod ee_browser;
 mod ee_graphql_ws_client;
 mod ee_policy;
 mod ee_subscriptions;

@@ -58,6 +58,8 @@ pub struct Layers {
     pub protect_api: Option<Box<dyn FnOnce(Router) -> Router + Send>>,
     /// More routes (GraphQL, subscriptions).
     pub routes: Option<Router>,
+    /// Answers paths no route serves (the web UI); default: a JSON 404.
+    pub fallback: Option<axum::routing::MethodRouter>,
 }
 
 /// Builds the router and services for `config`. `code_search` is plugged in by the indexing
@@ -138,7 +140,11 @@ pub fn build_app(
                 async move { axum::Json(doc) }
             }),
         )
-        .fallback(routes::not_found)
+        .fallback_service(
+            layers
+                .fallback
+                .unwrap_or_else(|| axum::routing::any(routes::not_found)),
+        )
         .layer(middleware::from_fn_with_state(
             metrics.clone(),
             routes::metrics::track,
@@ -310,6 +316,7 @@ async fn start_enterprise(
                 move |api| server.protect(api)
             })),
             routes: Some(server.routes()),
+            fallback: Some(Webserver::ui_fallback()),
         },
         start_jobs: Box::new({
             let server = server.clone();

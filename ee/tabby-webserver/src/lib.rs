@@ -16,6 +16,7 @@ pub mod password;
 pub mod ratelimit;
 mod routes;
 pub mod service;
+mod ui;
 mod usage_logger;
 
 use std::{path::PathBuf, sync::Arc};
@@ -193,6 +194,11 @@ impl Webserver {
                     )),
             )
             .with_state(self.clone())
+    }
+
+    /// The web UI: the router's fallback (non-API paths).
+    pub fn ui_fallback() -> axum::routing::MethodRouter {
+        axum::routing::any(ui::fallback)
     }
 
     /// The GraphQL schema in SDL.

@@ -1,0 +1,861 @@
+// The tabby-rs web UI: a small single-page app over /graphql and /subscriptions.
+import { gql, session, subscribe, describe } from "./gql.js";
+import { renderMarkdown, escapeHtml } from "./markdown.js";
+
+// ---- DOM helpers ----
+
+/// h("div.class#id", {attrs, onclick}, ...children)
+function h(spec, attrs, ...children) {
+  const [, tag = "div", rest = ""] = spec.match(/^([a-z0-9]*)(.*)$/i);
+  const el = document.createElement(tag || "div");
+  for (const part of rest.match(/[.#][^.#]+/g) ?? []) {
+    if (part[0] === ".") el.classList.add(part.slice(1));
+    else el.id = part.slice(1);
+  }
+  if (attrs && (typeof attrs !== "object" || attrs instanceof Node || Array.isArray(attrs))) {
+    children.unshift(attrs);
+    attrs = null;
+  }
+  for (const [key, value] of Object.entries(attrs ?? {})) {
+    if (value == null || value === false) continue;
+    if (key.startsWith("on")) el.addEventListener(key.slice(2), value);
+    else if (key === "html") el.innerHTML = value;
+    else if (key === "value") el.value = value;
+    else el.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child == null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+const main = () => document.getElementById("main");
+/// Replaces the page content (children may be nested arrays, null or strings).
+function setMain(...children) {
+  const nodes = children.flat(Infinity).filter((c) => c != null && c !== false);
+  main().replaceChildren(...nodes);
+}
+const flash = () => document.getElementById("flash");
+
+function showError(error) {
+  const message = error?.errors ? error.errors.map(describe).join("; ") : (error?.message ?? String(error));
+  flash().replaceChildren(h("div.error", { role: "alert" }, message));
+}
+function showNotice(message) {
+  flash().replaceChildren(h("div.notice", { role: "status" }, message));
+}
+function clearFlash() {
+  flash().replaceChildren();
+}
+
+/// Runs an async action from a button or form, showing its error.
+function action(fn) {
+  return async (event) => {
+    event?.preventDefault?.();
+    const button = event?.submitter ?? (event?.currentTarget instanceof HTMLButtonElement ? event.currentTarget : null);
+    if (button) button.disabled = true;
+    try {
+      clearFlash();
+      await fn(event);
+    } catch (e) {
+      showError(e);
+    } finally {
+      if (button) button.disabled = false;
+    }
+  };
+}
+
+function field(label, input) {
+  const id = input.id || `f-${Math.random().toString(36).slice(2)}`;
+  input.id = id;
+  return h("div.field", h("label", { for: id }, label), input);
+}
+
+function formValues(form) {
+  return Object.fromEntries(new FormData(form).entries());
+}
+
+function when(date) {
+  return date ? new Date(date).toLocaleString() : "—";
+}
+
+function copy(text) {
+  navigator.clipboard?.writeText(text).then(
+    () => showNotice("Copied to the clipboard."),
+    () => showNotice("Select the text and copy it."),
+  );
+}
+
+// ---- routing ----
+
+let me = null;
+/// What a "related question" button asks (set by the page that shows answers).
+let currentAsk = null;
+document.addEventListener("tabby:ask", (event) => currentAsk?.(event.detail));
+let serverInfo = null;
+
+export function navigate(path, { replace = false } = {}) {
+  if (replace) history.replaceState(null, "", path);
+  else history.pushState(null, "", path);
+  render();
+}
+
+document.addEventListener("click", (event) => {
+  const link = event.target.closest?.("a[data-link]");
+  if (!link || event.metaKey || event.ctrlKey || event.shiftKey) return;
+  event.preventDefault();
+  navigate(link.getAttribute("href"));
+});
+window.addEventListener("popstate", () => render());
+window.addEventListener("tabby:signed-out", () => {
+  me = null;
+  navigate("/auth/signin", { replace: true });
+});
+
+function link(path, text, attrs = {}) {
+  return h("a", { href: path, "data-link": true, ...attrs }, text);
+}
+
+const ADMIN_PAGES = [
+  ["/settings/team", "Team"],
+  ["/settings/groups", "Groups"],
+  ["/settings/repositories", "Repositories"],
+  ["/settings/documents", "Documents"],
+  ["/jobs", "Jobs"],
+  ["/usage", "Usage"],
+];
+
+function nav() {
+  const here = location.pathname;
+  const item = (path, text) =>
+    h("li", link(path, text, here === path || (path !== "/" && here.startsWith(path)) ? { "aria-current": "page" } : {}));
+  return h(
+    "nav.top",
+    { "aria-label": "Main" },
+    h("a.brand", { href: "/", "data-link": true }, "tabby"),
+    h(
+      "ul",
+      item("/", "Ask"),
+      item("/threads", "Threads"),
+      me?.isAdmin ? ADMIN_PAGES.map(([p, t]) => item(p, t)) : item("/usage", "Usage"),
+      item("/profile", "Profile"),
+    ),
+    h(
+      "button.link",
+      {
+        type: "button",
+        onclick: () => {
+          session.clear();
+          me = null;
+          navigate("/auth/signin");
+        },
+      },
+      "Sign out",
+    ),
+  );
+}
+
+async function loadMe() {
+  if (!session.access && !session.refresh) return null;
+  try {
+    const data = await gql(`{ me { id email name isAdmin isOwner authToken } }`);
+    return data.me;
+  } catch {
+    session.clear();
+    return null;
+  }
+}
+
+async function render() {
+  const path = location.pathname;
+  const params = new URLSearchParams(location.search);
+  const embedded = path === "/chat";
+  document.body.classList.toggle("embedded", embedded);
+  clearFlash();
+  try {
+    serverInfo ??= (await gql(`{ serverInfo { isAdminInitialized isChatEnabled allowSelfSignup } }`)).serverInfo;
+  } catch (e) {
+    setMain(h("p", "The server cannot be reached."));
+    showError(e);
+    return;
+  }
+  if (!serverInfo.isAdminInitialized && path !== "/auth/signup") return navigate("/auth/signup", { replace: true });
+  if (path.startsWith("/auth/")) {
+    document.getElementById("header").replaceChildren();
+    return path === "/auth/signup" ? signUpPage(params) : signInPage();
+  }
+  me ??= await loadMe();
+  if (!me) return navigate(`/auth/signin?next=${encodeURIComponent(path + location.search)}`, { replace: true });
+  document.getElementById("header").replaceChildren(embedded ? "" : nav());
+  const routes = [
+    [/^\/$/, () => askPage()],
+    [/^\/chat$/, () => askPage({ embedded: true })],
+    [/^\/threads$/, () => threadsPage()],
+    [/^\/threads\/([^/]+)$/, (m) => threadPage(m[1])],
+    [/^\/profile$/, () => profilePage()],
+    [/^\/usage$/, () => usagePage()],
+    [/^\/settings\/team$/, () => teamPage(), true],
+    [/^\/settings\/groups$/, () => groupsPage(), true],
+    [/^\/settings\/repositories$/, () => repositoriesPage(), true],
+    [/^\/settings\/documents$/, () => documentsPage(), true],
+    [/^\/jobs$/, () => jobsPage(), true],
+  ];
+  for (const [pattern, page, adminOnly] of routes) {
+    const match = path.match(pattern);
+    if (!match) continue;
+    if (adminOnly && !me.isAdmin) {
+      setMain(h("h1", "Not allowed"), h("p", "This page is for admins."));
+      return;
+    }
+    try {
+      await page(match);
+    } catch (e) {
+      showError(e);
+    }
+    document.title = `${document.querySelector("#main h1")?.textContent ?? "tabby"} · tabby`;
+    return;
+  }
+  setMain(h("h1", "Page not found"), h("p", link("/", "Go to the start page")));
+}
+
+// ---- sign in / sign up ----
+
+function signInPage() {
+  const form = h(
+    "form.card",
+    {
+      onsubmit: action(async () => {
+        const { email, password } = formValues(form);
+        const data = await gql(
+          `mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken refreshToken } }`,
+          { e: email, p: password },
+        );
+        session.set(data.tokenAuth.accessToken, data.tokenAuth.refreshToken);
+        me = null;
+        const next = new URLSearchParams(location.search).get("next");
+        navigate(next && next.startsWith("/") && !next.startsWith("//") ? next : "/");
+      }),
+    },
+    h("h1", "Sign in"),
+    field("Email", h("input", { name: "email", type: "email", required: true, autocomplete: "username" })),
+    field("Password", h("input", { name: "password", type: "password", required: true, autocomplete: "current-password" })),
+    h("button.primary", { type: "submit" }, "Sign in"),
+    h("p.muted", "New here? Ask an admin for an invitation link."),
+  );
+  setMain(form);
+  form.querySelector("input").focus();
+}
+
+function signUpPage(params) {
+  const first = !serverInfo.isAdminInitialized;
+  const code = params.get("invitationCode") ?? "";
+  const form = h(
+    "form.card",
+    {
+      onsubmit: action(async () => {
+        const v = formValues(form);
+        const data = await gql(
+          `mutation($e: String!, $p1: String!, $p2: String!, $c: String, $n: String!) {
+             register(email: $e, password1: $p1, password2: $p2, invitationCode: $c, name: $n) { accessToken refreshToken } }`,
+          { e: v.email, p1: v.password1, p2: v.password2, c: v.invitationCode || null, n: v.name },
+        );
+        session.set(data.register.accessToken, data.register.refreshToken);
+        serverInfo = null;
+        me = null;
+        navigate("/");
+      }),
+    },
+    h("h1", first ? "Create the admin account" : "Create your account"),
+    first ? h("p.muted", "The first account owns this server and administers it.") : null,
+    field("Name", h("input", { name: "name", required: true, autocomplete: "name" })),
+    field("Email", h("input", { name: "email", type: "email", required: true, autocomplete: "username" })),
+    field("Password", h("input", { name: "password1", type: "password", required: true, autocomplete: "new-password" })),
+    h("p.muted.small", "8 to 20 characters with a lowercase and an uppercase letter, a digit and a symbol."),
+    field("Confirm password", h("input", { name: "password2", type: "password", required: true, autocomplete: "new-password" })),
+    first ? null : field("Invitation code", h("input", { name: "invitationCode", value: code })),
+    h("button.primary", { type: "submit" }, first ? "Create admin account" : "Create account"),
+    first ? null : h("p.muted", link("/auth/signin", "Already have an account? Sign in")),
+  );
+  setMain(form);
+  form.querySelector("input").focus();
+}
+
+// ---- the Answer Engine ----
+
+const RUN_FIELDS = `
+  __typename
+  ... on ThreadCreated { id }
+  ... on ThreadUserMessageCreated { id }
+  ... on ThreadAssistantMessageCreated { id }
+  ... on ThreadAssistantMessageReadingCode { snippet fileList }
+  ... on ThreadAssistantMessageAttachmentsCodeFileList { files: fileList truncated }
+  ... on ThreadAssistantMessageAttachmentsCode {
+    hits { code { gitUrl commit filepath language content startLine } scores { rrf } }
+  }
+  ... on ThreadAssistantMessageReadingDoc { sourceIds }
+  ... on ThreadAssistantMessageAttachmentsDoc { hits { score doc { ${docFields()} } } }
+  ... on ThreadRelevantQuestions { questions }
+  ... on ThreadAssistantMessageContentDelta { delta }
+`;
+
+function docFields() {
+  return `__typename
+    ... on MessageAttachmentWebDoc { title link content }
+    ... on MessageAttachmentCommitDoc { sha message authorAt }
+    ... on MessageAttachmentIngestedDoc { title body docLink: link }`;
+}
+
+function fileLink(code) {
+  const end = code.startLine != null ? code.startLine + code.content.split("\n").length - 1 : null;
+  const label = code.startLine != null ? `${code.filepath}:${code.startLine}-${end}` : code.filepath;
+  if (/^https?:\/\//.test(code.gitUrl)) {
+    const lines = code.startLine != null ? `#L${code.startLine}-L${end}` : "";
+    return h("a", { href: `${code.gitUrl}/blob/${code.commit || "HEAD"}/${code.filepath}${lines}`, target: "_blank", rel: "noopener noreferrer" }, label);
+  }
+  return h("span.path", label);
+}
+
+function docView(doc) {
+  switch (doc.__typename) {
+    case "MessageAttachmentWebDoc":
+      return h("span", h("a", { href: doc.link, target: "_blank", rel: "noopener noreferrer" }, doc.title || doc.link));
+    case "MessageAttachmentCommitDoc":
+      return h("span", h("code", doc.sha.slice(0, 10)), " ", doc.message.split("\n")[0]);
+    case "MessageAttachmentIngestedDoc":
+      return doc.docLink
+        ? h("a", { href: doc.docLink, target: "_blank", rel: "noopener noreferrer" }, doc.title)
+        : h("span", doc.title);
+    default:
+      return h("span", "document");
+  }
+}
+
+/// The view of one assistant answer, updated as items arrive.
+function answerView({ onQuestion } = {}) {
+  const status = h("p.status", { "aria-live": "polite" });
+  const attachments = h("div.attachments");
+  const content = h("div.answer.markdown", { "aria-live": "polite" });
+  const questions = h("div.questions");
+  const root = h("section.turn-answer", status, attachments, content, questions);
+  let text = "";
+  let citations = [];
+  let pending = false;
+  const paint = () => {
+    pending = false;
+    content.innerHTML = renderMarkdown(text, {
+      citation: (n) => `<sup class="cite" title="${escapeHtml(citations[n - 1] ?? "")}">[${n}]</sup>`,
+    });
+  };
+  const list = (title, items) => {
+    if (!items.length) return;
+    attachments.append(h("details.attachment", { open: true }, h("summary", title), h("ul", items.map((i) => h("li", i)))));
+  };
+  return {
+    root,
+    setStatus(message) {
+      status.textContent = message;
+    },
+    code(hits) {
+      citations.push(...hits.map((hit) => hit.code.filepath));
+      list(`Read ${hits.length} code snippet${hits.length === 1 ? "" : "s"}`, hits.map((hit) => fileLink(hit.code)));
+    },
+    files(files, truncated) {
+      list(`Read the file list (${files.length}${truncated ? "+" : ""} files)`, files.slice(0, 20).map((f) => h("span.path", f)));
+    },
+    docs(hits) {
+      citations.push(...hits.map((hit) => hit.doc.title ?? hit.doc.sha ?? ""));
+      list(`Read ${hits.length} document${hits.length === 1 ? "" : "s"}`, hits.map((hit) => docView(hit.doc)));
+    },
+    delta(piece) {
+      text += piece;
+      if (!pending) {
+        pending = true;
+        requestAnimationFrame(paint);
+      }
+    },
+    setText(full) {
+      text = full;
+      paint();
+    },
+    questions(list) {
+      questions.replaceChildren(
+        ...(list.length ? [h("p.muted", "Related questions")] : []),
+        ...list.map((q) => h("button.chip", { type: "button", onclick: () => onQuestion?.(q) }, q)),
+      );
+    },
+  };
+}
+
+async function contextPickers() {
+  const data = await gql(
+    `{ repositoryList { sourceId name gitUrl } customWebDocuments(first: 100) { edges { node { sourceId name } } } }`,
+  );
+  const repos = h(
+    "select",
+    { name: "repository" },
+    h("option", { value: "" }, "No repository"),
+    data.repositoryList.map((r) => h("option", { value: r.sourceId }, r.name)),
+  );
+  if (data.repositoryList.length === 1) repos.value = data.repositoryList[0].sourceId;
+  const docs = data.customWebDocuments.edges.map(({ node }) =>
+    h("label.check", h("input", { type: "checkbox", name: "doc", value: node.sourceId }), node.name),
+  );
+  return {
+    element: h(
+      "div.pickers",
+      field("Code", repos),
+      docs.length ? h("fieldset", h("legend", "Docs"), docs) : null,
+      h("label.check", h("input", { type: "checkbox", name: "related" }), "Suggest related questions"),
+    ),
+    options(question) {
+      const options = {};
+      if (repos.value) options.codeQuery = { sourceId: repos.value, content: question };
+      const sourceIds = [...this.element.querySelectorAll('input[name="doc"]:checked')].map((i) => i.value);
+      if (repos.value) sourceIds.push(repos.value);
+      if (sourceIds.length > (repos.value ? 1 : 0)) options.docQuery = { content: question, searchPublic: false, sourceIds };
+      if (this.element.querySelector('input[name="related"]').checked) options.generateRelevantQuestions = true;
+      return options;
+    },
+  };
+}
+
+function askBox(onAsk, placeholder = "Ask about your code…") {
+  const input = h("textarea", { name: "question", rows: 3, placeholder, required: true, "aria-label": "Question" });
+  const form = h(
+    "form.ask",
+    {
+      onsubmit: (event) => {
+        event.preventDefault();
+        const question = input.value.trim();
+        if (!question) return;
+        input.value = "";
+        onAsk(question);
+      },
+    },
+    input,
+    h("button.primary", { type: "submit" }, "Ask"),
+  );
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  return { form, input };
+}
+
+/// Streams one run into `turns`; resolves with the thread id.
+function runThread({ threadId, question, options, turns }) {
+  return new Promise((resolve) => {
+    turns.append(h("section.turn-question", h("p", question)));
+    const view = answerView({ onQuestion: (q) => document.dispatchEvent(new CustomEvent("tabby:ask", { detail: q })) });
+    turns.append(view.root);
+    view.setStatus("Thinking…");
+    let id = threadId;
+    const query = threadId
+      ? `subscription($input: CreateThreadRunInput!) { createThreadRun(input: $input) { ${RUN_FIELDS} } }`
+      : `subscription($input: CreateThreadAndRunInput!) { createThreadAndRun(input: $input) { ${RUN_FIELDS} } }`;
+    const input = threadId
+      ? { threadId, additionalUserMessage: { content: question }, options }
+      : { thread: { userMessage: { content: question } }, options };
+    subscribe(query, { input }, {
+      onNext(data) {
+        const item = data.createThreadAndRun ?? data.createThreadRun;
+        switch (item.__typename) {
+          case "ThreadCreated":
+            id = item.id;
+            break;
+          case "ThreadAssistantMessageReadingCode":
+            view.setStatus("Reading code…");
+            break;
+          case "ThreadAssistantMessageAttachmentsCodeFileList":
+            view.files(item.files, item.truncated);
+            break;
+          case "ThreadAssistantMessageAttachmentsCode":
+            view.code(item.hits);
+            break;
+          case "ThreadAssistantMessageReadingDoc":
+            view.setStatus("Reading docs…");
+            break;
+          case "ThreadAssistantMessageAttachmentsDoc":
+            view.docs(item.hits);
+            break;
+          case "ThreadRelevantQuestions":
+            view.questions(item.questions);
+            break;
+          case "ThreadAssistantMessageContentDelta":
+            view.setStatus("");
+            view.delta(item.delta);
+            break;
+        }
+      },
+      onError(error) {
+        view.setStatus("");
+        showError(error);
+        resolve(id);
+      },
+      onComplete() {
+        view.setStatus("");
+        resolve(id);
+      },
+    });
+  });
+}
+
+async function askPage({ embedded = false } = {}) {
+  if (!serverInfo.isChatEnabled) {
+    setMain(h("h1", "Ask"), h("p", "The Answer Engine needs a chat model; this server has none. Configure [model.chat] or run `tabby download`."));
+    return;
+  }
+  const pickers = await contextPickers();
+  const turns = h("div.turns");
+  const history = embedded ? null : h("aside.history", { "aria-label": "Recent threads" });
+  let threadId = null;
+  const ask = async (question) => {
+    const options = pickers.options(question);
+    threadId = await runThread({ threadId, question, options, turns });
+    if (threadId && !embedded) {
+      history?.replaceChildren(await recentThreads());
+      history.prepend(h("h2", "Recent"));
+      history.querySelector(`a[href="/threads/${threadId}"]`)?.setAttribute("aria-current", "page");
+      window.history.replaceState(null, "", `/threads/${threadId}`);
+    }
+  };
+  const box = askBox(ask);
+  currentAsk = ask;
+  setMain(
+    h(
+      "div.ask-layout",
+      history,
+      h("div.conversation", h("h1", embedded ? "Chat" : "Ask"), pickers.element, turns, box.form),
+    ),
+  );
+  if (history) {
+    history.replaceChildren(h("h2", "Recent"), await recentThreads());
+  }
+  box.input.focus();
+}
+
+async function recentThreads() {
+  const data = await gql(`{ myThreads(last: 20) { edges { node { id createdAt } } } }`);
+  const threads = data.myThreads.edges.map((e) => e.node).reverse();
+  if (!threads.length) return h("p.muted", "No threads yet.");
+  const firsts = await Promise.all(
+    threads.map((t) =>
+      gql(`query($id: ID!) { threadMessages(threadId: $id, first: 1) { edges { node { content } } } }`, { id: t.id })
+        .then((d) => d.threadMessages.edges[0]?.node.content ?? "(empty)")
+        .catch(() => "(unreadable)"),
+    ),
+  );
+  return h("ul.thread-list", threads.map((t, i) => h("li", link(`/threads/${t.id}`, firsts[i].slice(0, 80)), h("small.muted", when(t.createdAt)))));
+}
+
+async function threadsPage() {
+  setMain(h("h1", "Threads"), await recentThreads());
+}
+
+async function threadPage(id) {
+  const data = await gql(
+    `query($id: ID!) { threadMessages(threadId: $id, first: 200) { edges { node {
+        id role content
+        attachment {
+          code { gitUrl commit filepath language content startLine }
+          doc { ${docFields()} }
+          codeFileList { fileList truncated }
+        }
+      } } } }`,
+    { id },
+  );
+  const turns = h("div.turns");
+  for (const { node } of data.threadMessages.edges) {
+    if (node.role === "USER") {
+      turns.append(h("section.turn-question", h("p", node.content)));
+    } else {
+      const view = answerView();
+      if (node.attachment.codeFileList) view.files(node.attachment.codeFileList.fileList, node.attachment.codeFileList.truncated);
+      if (node.attachment.code.length) view.code(node.attachment.code.map((code) => ({ code })));
+      if (node.attachment.doc.length) view.docs(node.attachment.doc.map((doc) => ({ doc })));
+      view.setText(node.content);
+      turns.append(view.root);
+    }
+  }
+  const pickers = await contextPickers();
+  const followUp = (question) => runThread({ threadId: id, question, options: pickers.options(question), turns });
+  currentAsk = followUp;
+  const box = askBox(followUp, "Ask a follow-up…");
+  setMain(
+    h("div.conversation", h("h1", "Thread"), turns, pickers.element, box.form,
+      h("p", h("button.link", { type: "button", onclick: action(async () => {
+        await gql(`mutation($id: ID!) { setThreadPersisted(threadId: $id) }`, { id });
+        showNotice("Kept: this thread will not be removed after 7 idle days.");
+      }) }, "Keep this thread"))),
+  );
+}
+
+// ---- profile ----
+
+async function profilePage() {
+  const token = h("code.token", me.authToken);
+  setMain(
+    h("h1", "Profile"),
+    h("section.card",
+      h("h2", "Editor token"),
+      h("p", "Editor plugins (VS Code, JetBrains, Vim) connect with this token. Set the server endpoint to ",
+        h("code", location.origin), " and the token below in the plugin's settings (or ",
+        h("code", "[server] token"), " in ", h("code", "~/.tabby-client/agent/config.toml"), ")."),
+      h("p", token),
+      h("button", { type: "button", onclick: () => copy(me.authToken) }, "Copy"),
+      " ",
+      h("button", { type: "button", onclick: action(async () => {
+        if (!confirm("Reset the token? Editors using the old one stop working.")) return;
+        await gql(`mutation { resetUserAuthToken }`);
+        me = await loadMe();
+        token.textContent = me.authToken;
+        showNotice("A new token was issued.");
+      }) }, "Reset token"),
+    ),
+    (() => {
+      const form = h("form.card", { onsubmit: action(async () => {
+        const v = formValues(form);
+        await gql(`mutation($i: PasswordChangeInput!) { passwordChange(input: $i) }`, {
+          i: { oldPassword: v.old || null, newPassword1: v.new1, newPassword2: v.new2 },
+        });
+        form.reset();
+        showNotice("Password changed.");
+      }) },
+        h("h2", "Password"),
+        field("Current password", h("input", { name: "old", type: "password", autocomplete: "current-password" })),
+        field("New password", h("input", { name: "new1", type: "password", required: true, autocomplete: "new-password" })),
+        field("Confirm new password", h("input", { name: "new2", type: "password", required: true, autocomplete: "new-password" })),
+        h("button", { type: "submit" }, "Change password"));
+      return form;
+    })(),
+    h("p.muted", `Signed in as ${me.email}${me.isAdmin ? " (admin)" : ""}.`),
+  );
+}
+
+// ---- admin: team ----
+
+async function teamPage() {
+  const data = await gql(`{
+    users(first: 500) { edges { node { id email name isAdmin isOwner active createdAt } } }
+    invitations(first: 500) { edges { node { id email code createdAt } } }
+  }`);
+  const invite = h("form.inline", { onsubmit: action(async () => {
+    const { email } = formValues(invite);
+    await gql(`mutation($e: String!) { createInvitation(email: $e) }`, { e: email });
+    await teamPage();
+    showNotice(`Invitation created for ${email}: send them the link below.`);
+  }) }, field("Email", h("input", { name: "email", type: "email", required: true })), h("button.primary", { type: "submit" }, "Invite"));
+  const users = data.users.edges.map((e) => e.node);
+  setMain(
+    h("h1", "Team"),
+    h("section.card", h("h2", "Invite"), invite,
+      data.invitations.edges.length
+        ? h("table", h("thead", h("tr", h("th", "Email"), h("th", "Invitation link"), h("th", ""))),
+            h("tbody", data.invitations.edges.map(({ node }) => {
+              const url = `${location.origin}/auth/signup?invitationCode=${encodeURIComponent(node.code)}`;
+              return h("tr", h("td", node.email), h("td", h("code.small", url), " ", h("button.link", { type: "button", onclick: () => copy(url) }, "Copy")),
+                h("td", h("button.link", { type: "button", onclick: action(async () => {
+                  await gql(`mutation($id: ID!) { deleteInvitation(id: $id) }`, { id: node.id });
+                  await teamPage();
+                }) }, "Delete")));
+            })))
+        : h("p.muted", "No open invitations.")),
+    h("section.card", h("h2", "Members"),
+      h("table", h("thead", h("tr", h("th", "Name"), h("th", "Email"), h("th", "Role"), h("th", "Status"), h("th", "Actions"))),
+        h("tbody", users.map((u) => h("tr",
+          h("td", u.name || "—"), h("td", u.email),
+          h("td", u.isOwner ? "Owner" : u.isAdmin ? "Admin" : "Member"),
+          h("td", u.active ? "Active" : "Inactive"),
+          h("td", u.isOwner || u.id === me.id ? "" : [
+            h("button.link", { type: "button", onclick: action(async () => {
+              await gql(`mutation($id: ID!, $a: Boolean!) { updateUserRole(id: $id, isAdmin: $a) }`, { id: u.id, a: !u.isAdmin });
+              await teamPage();
+            }) }, u.isAdmin ? "Make member" : "Make admin"),
+            " ",
+            h("button.link", { type: "button", onclick: action(async () => {
+              await gql(`mutation($id: ID!, $a: Boolean!) { updateUserActive(id: $id, active: $a) }`, { id: u.id, a: !u.active });
+              await teamPage();
+            }) }, u.active ? "Deactivate" : "Activate"),
+          ]),
+        ))))),
+  );
+}
+
+// ---- admin: groups ----
+
+async function groupsPage() {
+  const data = await gql(`{
+    userGroups { id name members { user { id email } isGroupAdmin } }
+    users(first: 500) { edges { node { id email } } }
+  }`);
+  const users = data.users.edges.map((e) => e.node);
+  const create = h("form.inline", { onsubmit: action(async () => {
+    const { name } = formValues(create);
+    await gql(`mutation($n: String!) { createUserGroup(input: {name: $n}) }`, { n: name });
+    await groupsPage();
+  }) }, field("New group", h("input", { name: "name", required: true, pattern: "[a-z][a-z0-9_\\-]*", title: "lowercase letters, digits, - and _" })), h("button.primary", { type: "submit" }, "Create group"));
+  setMain(
+    h("h1", "Groups"),
+    h("section.card", create),
+    data.userGroups.length ? null : h("p.muted", "No groups yet. Groups decide who may read private repositories."),
+    data.userGroups.map((group) => {
+      const add = h("form.inline", { onsubmit: action(async () => {
+        const { user } = formValues(add);
+        await gql(`mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }`, { g: group.id, u: user });
+        await groupsPage();
+      }) },
+        field("Add member", h("select", { name: "user", required: true }, users.filter((u) => !group.members.some((m) => m.user.id === u.id)).map((u) => h("option", { value: u.id }, u.email)))),
+        h("button", { type: "submit" }, "Add"));
+      return h("section.card", { "data-group": group.name },
+        h("h2", group.name),
+        h("ul", group.members.map((m) => h("li", m.user.email, m.isGroupAdmin ? " (group admin) " : " ",
+          h("button.link", { type: "button", onclick: action(async () => {
+            await gql(`mutation($g: ID!, $u: ID!) { deleteUserGroupMembership(userGroupId: $g, userId: $u) }`, { g: group.id, u: m.user.id });
+            await groupsPage();
+          }) }, "Remove")))),
+        add,
+        h("button.link.danger", { type: "button", onclick: action(async () => {
+          if (!confirm(`Delete the group ${group.name}?`)) return;
+          await gql(`mutation($id: ID!) { deleteUserGroup(id: $id) }`, { id: group.id });
+          await groupsPage();
+        }) }, "Delete group"));
+    }),
+  );
+}
+
+// ---- admin: repositories and read access ----
+
+function jobStatus(run) {
+  if (!run) return h("span.muted", "not indexed yet");
+  if (run.exitCode == null) return h("span.badge", run.startedAt ? "indexing…" : "queued");
+  return run.exitCode === 0
+    ? h("span.badge.ok", `indexed ${when(run.finishedAt)}`)
+    : h("span.badge.bad", `failed ${when(run.finishedAt)}`);
+}
+
+async function repositoriesPage() {
+  const data = await gql(`{
+    repositoryList { id sourceId name kind gitUrl }
+    gitRepositories(first: 500) { edges { node { id sourceId name gitUrl jobInfo { lastJobRun { id exitCode startedAt finishedAt } } } } }
+    userGroups { id name }
+  }`);
+  const dbRepos = new Map(data.gitRepositories.edges.map((e) => [e.node.sourceId, e.node]));
+  const add = h("form.inline", { onsubmit: action(async () => {
+    const v = formValues(add);
+    await gql(`mutation($n: String!, $u: String!) { createGitRepository(name: $n, gitUrl: $u) }`, { n: v.name, u: v.gitUrl });
+    await repositoriesPage();
+    showNotice(`${v.name} was added and is being indexed.`);
+  }) },
+    field("Name", h("input", { name: "name", required: true })),
+    field("Git URL", h("input", { name: "gitUrl", required: true, placeholder: "https://github.com/org/repo" })),
+    h("button.primary", { type: "submit" }, "Add repository"));
+  const rows = await Promise.all(data.repositoryList.map(async (repo) => {
+    const policy = (await gql(`query($s: String!) { sourceIdAccessPolicies(sourceId: $s) { read { id name } } }`, { s: repo.sourceId })).sourceIdAccessPolicies;
+    const granted = policy.read;
+    const grant = h("select", { "aria-label": `Grant ${repo.name} to a group` }, h("option", { value: "" }, "Grant read to…"),
+      data.userGroups.filter((g) => !granted.some((r) => r.id === g.id)).map((g) => h("option", { value: g.id }, g.name)));
+    grant.addEventListener("change", action(async () => {
+      if (!grant.value) return;
+      await gql(`mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }`, { s: repo.sourceId, g: grant.value });
+      await repositoriesPage();
+    }));
+    const db = dbRepos.get(repo.sourceId);
+    return h("tr", { "data-repository": repo.name },
+      h("td", h("strong", repo.name), h("br"), h("small.muted", repo.gitUrl)),
+      h("td", repo.kind === "GIT_CONFIG" ? "config.toml" : "added here"),
+      h("td", db ? jobStatus(db.jobInfo.lastJobRun) : h("span.muted", "indexed by the server")),
+      h("td", granted.length ? granted.map((g) => h("span.tag", g.name, " ", h("button.link", { type: "button", "aria-label": `Revoke ${g.name}`, onclick: action(async () => {
+        await gql(`mutation($s: String!, $g: ID!) { revokeSourceIdReadAccess(sourceId: $s, userGroupId: $g) }`, { s: repo.sourceId, g: g.id });
+        await repositoriesPage();
+      }) }, "×"))) : h("span.muted", "everyone"), " ", data.userGroups.length ? grant : null),
+      h("td", db ? h("button.link.danger", { type: "button", onclick: action(async () => {
+        if (!confirm(`Remove ${repo.name}?`)) return;
+        await gql(`mutation($id: ID!) { deleteGitRepository(id: $id) }`, { id: db.id });
+        await repositoriesPage();
+      }) }, "Remove") : ""));
+  }));
+  setMain(
+    h("h1", "Repositories"),
+    h("section.card", add),
+    h("table", h("thead", h("tr", h("th", "Repository"), h("th", "From"), h("th", "Index"), h("th", "Read access"), h("th", ""))), h("tbody", rows)),
+    h("p.muted", "A repository without groups can be read by everyone; with groups, only by their members (and admins)."),
+  );
+}
+
+// ---- admin: documents ----
+
+async function documentsPage() {
+  const data = await gql(`{ customWebDocuments(first: 200) { edges { node { id name url sourceId jobInfo { lastJobRun { exitCode startedAt finishedAt } } } } } }`);
+  const add = h("form.inline", { onsubmit: action(async () => {
+    const v = formValues(add);
+    await gql(`mutation($n: String!, $u: String!) { createCustomDocument(input: {name: $n, url: $u}) }`, { n: v.name, u: v.url });
+    await documentsPage();
+    showNotice(`${v.name} is being crawled.`);
+  }) }, field("Name", h("input", { name: "name", required: true })), field("URL", h("input", { name: "url", type: "url", required: true })), h("button.primary", { type: "submit" }, "Add site"));
+  setMain(
+    h("h1", "Documents"),
+    h("p.muted", "Web sites crawled into the doc corpus (re-crawled daily). Ask questions with them under Docs."),
+    h("section.card", add),
+    h("table", h("thead", h("tr", h("th", "Name"), h("th", "URL"), h("th", "Crawl"), h("th", ""))),
+      h("tbody", data.customWebDocuments.edges.map(({ node }) => h("tr", h("td", node.name), h("td", h("a", { href: node.url, rel: "noopener noreferrer", target: "_blank" }, node.url)),
+        h("td", jobStatus(node.jobInfo.lastJobRun)),
+        h("td", h("button.link.danger", { type: "button", onclick: action(async () => {
+          await gql(`mutation($id: ID!) { deleteCustomDocument(id: $id) }`, { id: node.id });
+          await documentsPage();
+        }) }, "Remove")))))),
+  );
+}
+
+// ---- admin: jobs ----
+
+async function jobsPage() {
+  const data = await gql(`{ jobRuns(last: 100) { edges { node { id job createdAt startedAt finishedAt exitCode } } } jobRunStats { success failed pending } }`);
+  const log = h("pre.log", { tabindex: 0, "aria-label": "Job log" });
+  const runs = data.jobRuns.edges.map((e) => e.node).reverse();
+  setMain(
+    h("h1", "Jobs"),
+    h("p", `Last 7 days: ${data.jobRunStats.success} succeeded, ${data.jobRunStats.failed} failed, ${data.jobRunStats.pending} pending.`),
+    h("table", h("thead", h("tr", h("th", "Job"), h("th", "Created"), h("th", "Finished"), h("th", "Result"), h("th", ""))),
+      h("tbody", runs.map((run) => h("tr",
+        h("td", run.job), h("td", when(run.createdAt)), h("td", when(run.finishedAt)),
+        h("td", run.exitCode == null ? (run.startedAt ? "running" : "queued") : run.exitCode === 0 ? "ok" : `failed (${run.exitCode})`),
+        h("td", h("button.link", { type: "button", onclick: action(async () => {
+          const response = await fetch(`/background-jobs/${run.id}/logs`, { headers: { authorization: `Bearer ${session.access}` } });
+          log.textContent = response.ok ? await response.text() : `No log (${response.status}).`;
+          log.focus();
+        }) }, "Log")))))),
+    log,
+  );
+}
+
+// ---- usage ----
+
+async function usagePage() {
+  const data = await gql(`{ dailyStatsInPastYear { start completions selects views } }`);
+  const byDay = new Map();
+  for (const row of data.dailyStatsInPastYear) {
+    const day = row.start.slice(0, 10);
+    const entry = byDay.get(day) ?? { completions: 0, selects: 0, views: 0 };
+    entry.completions += row.completions;
+    entry.selects += row.selects;
+    entry.views += row.views;
+    byDay.set(day, entry);
+  }
+  const days = [...byDay.entries()].sort((a, b) => b[0].localeCompare(a[0])).slice(0, 30);
+  const total = [...byDay.values()].reduce((t, d) => ({ c: t.c + d.completions, s: t.s + d.selects }), { c: 0, s: 0 });
+  const max = Math.max(1, ...days.map(([, d]) => d.completions));
+  setMain(
+    h("h1", "Usage"),
+    h("p", `Past year${me.isAdmin ? " (everyone)" : " (you)"}: ${total.c} completions, ${total.s} accepted${total.c ? ` (${Math.round((100 * total.s) / total.c)}%)` : ""}.`),
+    days.length
+      ? h("table.usage", h("thead", h("tr", h("th", "Day"), h("th", "Completions"), h("th", "Accepted"), h("th", ""))),
+          h("tbody", days.map(([day, d]) => h("tr", h("td", day), h("td", d.completions), h("td", d.selects),
+            h("td", h("div.bar", { style: `width:${(100 * d.completions) / max}%`, "aria-hidden": "true" }))))))
+      : h("p.muted", "No completions yet."),
+  );
+}
+
+render();

@@ -1,0 +1,169 @@
+//! The web UI in a real browser: Debian's headless Chromium driven by playwright-core
+//! (`tests/browser/ui-test.mjs`, pinned in `tests/browser/package-lock.json`) against the real
+//! binary with a fake chat model and an indexed repository. Screenshots of the main pages go
+//! to `$CARGO_TARGET_TMPDIR/browser-screenshots` (test artifacts, not committed); the page
+//! weight of the first load is printed.
+//!
+//! Needs Node.js 20+, npm and `/usr/bin/chromium` (`scripts/test.sh` installs them).
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Duration,
+};
+
+use serde_json::{Value, json};
+
+use crate::{ee_support::*, support::*};
+
+const ANSWER: [&str; 4] = ["The discount ", "is applied in ", "`compute_discounted_price`", " [[citation:1]]."];
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser")
+}
+
+fn install_driver() {
+    let dir = browser_dir();
+    if dir.join("node_modules/playwright-core/package.json").exists() {
+        return;
+    }
+    let out = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+        .current_dir(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs Node.js 20 and npm on PATH: {e}"));
+    assert!(
+        out.status.success(),
+        "`npm ci` in {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .status()
+        .unwrap();
+    assert!(status.success(), "git {args:?}");
+}
+
+#[tokio::test]
+async fn ee_browser_sign_in_ask_and_manage_the_team() {
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "this test needs Debian's chromium at /usr/bin/chromium (scripts/test.sh installs it)"
+    );
+    install_driver();
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("shop");
+    std::fs::create_dir_all(repo.join("src")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(
+        repo.join("src/pricing.py"),
+        "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n",
+    )
+    .unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "shop"]);
+
+    let chat = FakeServer::start(
+        Protocol::OpenAi,
+        Script::default()
+            .when("Reply with SNIPPET", ["SNIPPET"])
+            .pieces(ANSWER),
+    )
+    .await;
+    let config = format!(
+        "[model.chat.http]\nkind = \"openai/chat\"\napi_endpoint = \"{}/v1\"\nmodel_name = \"fake\"\n\n\
+         [[repositories]]\ngit_url = \"file://{}\"\n",
+        chat.url(),
+        repo.display()
+    );
+    let server = TabbyServer::start_ee(&config, &[]);
+    // The repository is indexed by a job right after start; wait for its chunks via the
+    // index directory (no account exists yet to search with).
+    poll("the repository to be indexed", Duration::from_secs(60), || {
+        let root = server.root().to_path_buf();
+        async move {
+            let meta = std::fs::read_to_string(root.join("index/tabby-index.json")).ok()?;
+            meta.contains("\"code\"").then_some(())
+        }
+    })
+    .await;
+
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
+    let expected = "The discount is applied in";
+    let out = tokio::task::spawn_blocking({
+        let url = server.url("");
+        let shots = shots.clone();
+        move || {
+            Command::new("node")
+                .arg(browser_dir().join("ui-test.mjs"))
+                .arg(&url)
+                .arg(&shots)
+                .arg(expected)
+                .output()
+                .expect("run node")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "the browser run failed:\n{}\n{}\nserver log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        server.stderr()
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("the driver prints JSON");
+    eprintln!("browser report: {report}");
+    assert_eq!(report["blockedRequests"], 0, "the UI must not reach outside: {report}");
+    let weight = report["pageWeightBytes"].as_u64().unwrap();
+    assert!(weight > 10_000 && weight < 200_000, "first-load weight {weight} bytes");
+    for name in ["signup", "answer", "team", "groups", "repositories", "jobs", "chat"] {
+        assert!(
+            shots.join(format!("{name}.png")).is_file(),
+            "missing screenshot {name}"
+        );
+    }
+
+    // What the browser did is in the database: a thread with the streamed answer, an
+    // invitation, a group, and a read grant on the repository.
+    let admin = gql_ok(
+        &server,
+        None,
+        "mutation { tokenAuth(email: \"ada@example.com\", password: \"Adm1n-pass!\") { accessToken } }",
+        json!({}),
+    )
+    .await["tokenAuth"]["accessToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let data = gql_ok(
+        &server,
+        Some(&admin),
+        "{ myThreads { edges { node { id } } } invitations { edges { node { email } } }
+           userGroups { name } repositoryList { sourceId name } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(data["myThreads"]["edges"].as_array().unwrap().len(), 1, "{data}");
+    assert_eq!(data["invitations"]["edges"][0]["node"]["email"], "bob@example.com");
+    assert_eq!(data["userGroups"][0]["name"], "secret-team");
+    let source = data["repositoryList"][0]["sourceId"].as_str().unwrap();
+    let policy = gql_ok(
+        &server,
+        Some(&admin),
+        "query($s: String!) { sourceIdAccessPolicies(sourceId: $s) { read { name } } }",
+        json!({"s": source}),
+    )
+    .await;
+    assert_eq!(policy["sourceIdAccessPolicies"]["read"][0]["name"], "secret-team");
+}
