@@ -130,6 +130,14 @@ impl TabbyServer {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 
+    /// Kills the server with SIGKILL (no shutdown of any kind) and waits until it is gone;
+    /// `restart` then starts a new one on the same `TABBY_ROOT`.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("server already stopped");
+        child.kill().expect("SIGKILL");
+        child.wait().expect("wait");
+    }
+
     /// Sends SIGTERM and waits for a clean exit.
     pub fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("server already stopped");

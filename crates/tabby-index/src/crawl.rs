@@ -243,12 +243,15 @@ fn default_prefix(start: &Url) -> String {
     }
 }
 
+/// The response's URL (after redirects), content type and body; `None` when it is not a
+/// success or is too large.
 async fn fetch(
     client: &reqwest::Client,
     url: &Url,
     limits: &CrawlLimits,
-) -> anyhow::Result<Option<(String, String)>> {
+) -> anyhow::Result<Option<(Url, String, String)>> {
     let response = client.get(url.clone()).send().await?;
+    let final_url = response.url().clone();
     if !response.status().is_success() {
         return Ok(None);
     }
@@ -269,6 +272,7 @@ async fn fetch(
         return Ok(None);
     }
     Ok(Some((
+        final_url,
         content_type,
         String::from_utf8_lossy(&bytes).into_owned(),
     )))
@@ -291,7 +295,7 @@ pub async fn crawl(
         .build()?;
 
     let llms = Url::parse(&format!("{}/llms-full.txt", start.trim_end_matches('/')))?;
-    if let Ok(Some((content_type, text))) = fetch(&client, &llms, &limits).await
+    if let Ok(Some((_, content_type, text))) = fetch(&client, &llms, &limits).await
         && (content_type.starts_with("text/plain") || content_type.starts_with("text/markdown"))
         && !text.trim().is_empty()
     {
@@ -319,7 +323,7 @@ pub async fn crawl(
         if pages.len() >= limits.max_pages {
             break;
         }
-        let (content_type, body) = match fetch(&client, &url, &limits).await {
+        let (base, content_type, body) = match fetch(&client, &url, &limits).await {
             Ok(Some(page)) => page,
             Ok(None) => {
                 log(&format!("skipped {url}"));
@@ -343,7 +347,8 @@ pub async fn crawl(
         };
         if depth < limits.max_depth {
             for link in &document.links {
-                let Ok(mut target) = url.join(link) else {
+                // Relative links are relative to where a redirect led, as in a browser.
+                let Ok(mut target) = base.join(link) else {
                     continue;
                 };
                 target.set_fragment(None);

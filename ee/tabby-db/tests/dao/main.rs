@@ -3,6 +3,7 @@
 
 mod access_policy;
 mod auth;
+mod jobs;
 mod settings;
 mod usage;
 mod users;
