@@ -12,6 +12,7 @@ mod ee_auth;
 mod ee_auth_matrix;
 mod ee_browser;
 mod ee_graphql_ws_client;
+mod ee_jobs;
 mod ee_policy;
 mod ee_subscriptions;
 mod ee_usage;
