@@ -16,7 +16,12 @@ use serde_json::{Value, json};
 
 use crate::{ee_support::*, support::*};
 
-const ANSWER: [&str; 4] = ["The discount ", "is applied in ", "`compute_discounted_price`", " [[citation:1]]."];
+const ANSWER: [&str; 4] = [
+    "The discount ",
+    "is applied in ",
+    "`compute_discounted_price`",
+    " [[citation:1]].",
+];
 
 fn browser_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser")
@@ -24,7 +29,10 @@ fn browser_dir() -> PathBuf {
 
 fn install_driver() {
     let dir = browser_dir();
-    if dir.join("node_modules/playwright-core/package.json").exists() {
+    if dir
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
         return;
     }
     let out = Command::new("npm")
@@ -89,13 +97,17 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
     let server = TabbyServer::start_ee(&config, &[]);
     // The repository is indexed by a job right after start; wait for its chunks via the
     // index directory (no account exists yet to search with).
-    poll("the repository to be indexed", Duration::from_secs(60), || {
-        let root = server.root().to_path_buf();
-        async move {
-            let meta = std::fs::read_to_string(root.join("index/tabby-index.json")).ok()?;
-            meta.contains("\"code\"").then_some(())
-        }
-    })
+    poll(
+        "the repository to be indexed",
+        Duration::from_secs(60),
+        || {
+            let root = server.root().to_path_buf();
+            async move {
+                let meta = std::fs::read_to_string(root.join("index/tabby-index.json")).ok()?;
+                meta.contains("\"code\"").then_some(())
+            }
+        },
+    )
     .await;
 
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
@@ -124,10 +136,24 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
     );
     let report: Value = serde_json::from_slice(&out.stdout).expect("the driver prints JSON");
     eprintln!("browser report: {report}");
-    assert_eq!(report["blockedRequests"], 0, "the UI must not reach outside: {report}");
+    assert_eq!(
+        report["blockedRequests"], 0,
+        "the UI must not reach outside: {report}"
+    );
     let weight = report["pageWeightBytes"].as_u64().unwrap();
-    assert!(weight > 10_000 && weight < 200_000, "first-load weight {weight} bytes");
-    for name in ["signup", "answer", "team", "groups", "repositories", "jobs", "chat"] {
+    assert!(
+        weight > 10_000 && weight < 200_000,
+        "first-load weight {weight} bytes"
+    );
+    for name in [
+        "signup",
+        "answer",
+        "team",
+        "groups",
+        "repositories",
+        "jobs",
+        "chat",
+    ] {
         assert!(
             shots.join(format!("{name}.png")).is_file(),
             "missing screenshot {name}"
@@ -154,8 +180,15 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         json!({}),
     )
     .await;
-    assert_eq!(data["myThreads"]["edges"].as_array().unwrap().len(), 1, "{data}");
-    assert_eq!(data["invitations"]["edges"][0]["node"]["email"], "bob@example.com");
+    assert_eq!(
+        data["myThreads"]["edges"].as_array().unwrap().len(),
+        1,
+        "{data}"
+    );
+    assert_eq!(
+        data["invitations"]["edges"][0]["node"]["email"],
+        "bob@example.com"
+    );
     assert_eq!(data["userGroups"][0]["name"], "secret-team");
     let source = data["repositoryList"][0]["sourceId"].as_str().unwrap();
     let policy = gql_ok(
@@ -165,5 +198,8 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         json!({"s": source}),
     )
     .await;
-    assert_eq!(policy["sourceIdAccessPolicies"]["read"][0]["name"], "secret-team");
+    assert_eq!(
+        policy["sourceIdAccessPolicies"]["read"][0]["name"],
+        "secret-team"
+    );
 }

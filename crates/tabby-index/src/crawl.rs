@@ -245,6 +245,43 @@ fn default_prefix(start: &Url) -> String {
 
 /// The response's URL (after redirects), content type and body; `None` when it is not a
 /// success or is too large.
+/// Whether `url` is under `prefix` (a plain string prefix, normalized by [`normalize_prefix`]).
+fn within(url: &str, prefix: &str) -> bool {
+    url.starts_with(prefix)
+}
+
+/// A prefix in URL form: a bare origin gets its `/` (`http://h:4000` must not cover
+/// `http://h:40001/…`); anything else is kept as written.
+fn normalize_prefix(prefix: &str) -> String {
+    match Url::parse(prefix) {
+        Ok(url) if url.path() == "/" && !prefix.ends_with('/') && url.query().is_none() => {
+            url.to_string()
+        }
+        _ => prefix.to_string(),
+    }
+}
+
+/// `llms-full.txt` next to the start page: in the start URL's directory when it names a file
+/// (`/docs/index.html` → `/docs/llms-full.txt`), else under it (`/docs` → `/docs/llms-full.txt`).
+fn llms_full_txt(start: &Url) -> anyhow::Result<Url> {
+    let path = start.path();
+    let last = path.rsplit('/').next().unwrap_or_default();
+    let base = if path.ends_with('/') || last.contains('.') {
+        default_prefix(start)
+    } else {
+        format!(
+            "{}/",
+            start
+                .as_str()
+                .split(['?', '#'])
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+        )
+    };
+    Ok(Url::parse(&base)?.join("llms-full.txt")?)
+}
+
 async fn fetch(
     client: &reqwest::Client,
     url: &Url,
@@ -294,7 +331,7 @@ pub async fn crawl(
         .user_agent(concat!("tabby-rs-crawler/", env!("CARGO_PKG_VERSION")))
         .build()?;
 
-    let llms = Url::parse(&format!("{}/llms-full.txt", start.trim_end_matches('/')))?;
+    let llms = llms_full_txt(&start_url)?;
     if let Ok(Some((_, content_type, text))) = fetch(&client, &llms, &limits).await
         && (content_type.starts_with("text/plain") || content_type.starts_with("text/markdown"))
         && !text.trim().is_empty()
@@ -314,7 +351,7 @@ pub async fn crawl(
     }
 
     let prefix = prefix
-        .map(str::to_string)
+        .map(normalize_prefix)
         .unwrap_or_else(|| default_prefix(&start_url));
     let mut queue = VecDeque::from([(start_url.clone(), 0usize)]);
     let mut seen: HashSet<String> = HashSet::from([start_url.to_string()]);
@@ -324,6 +361,12 @@ pub async fn crawl(
             break;
         }
         let (base, content_type, body) = match fetch(&client, &url, &limits).await {
+            // A redirect out of the prefix (or to another site) is not followed (the start
+            // page itself is always read).
+            Ok(Some(page)) if depth > 0 && !within(page.0.as_str(), &prefix) => {
+                log(&format!("skipped {url}: it redirects outside {prefix}"));
+                continue;
+            }
             Ok(Some(page)) => page,
             Ok(None) => {
                 log(&format!("skipped {url}"));
@@ -353,7 +396,7 @@ pub async fn crawl(
                 };
                 target.set_fragment(None);
                 let key = target.to_string();
-                if target.as_str().starts_with(&prefix) && seen.insert(key) {
+                if within(target.as_str(), &prefix) && seen.insert(key) {
                     queue.push_back((target, depth + 1));
                 }
             }
@@ -414,6 +457,30 @@ mod tests {
             let _ = parse_html(html);
         }
         assert_eq!(decode_entities("a &amp b &#65;"), "a &amp b A");
+    }
+
+    #[test]
+    fn prefix_boundaries_and_llms_location() {
+        assert_eq!(normalize_prefix("http://h:4000"), "http://h:4000/");
+        assert!(!within(
+            "http://h:40001/docs/a",
+            &normalize_prefix("http://h:4000")
+        ));
+        assert!(within(
+            "http://h:4000/docs/a.html",
+            &normalize_prefix("http://h:4000/docs/a")
+        ));
+        for (start, expected) in [
+            ("http://h/docs/index.html", "http://h/docs/llms-full.txt"),
+            ("http://h/docs/", "http://h/docs/llms-full.txt"),
+            ("http://h/docs", "http://h/docs/llms-full.txt"),
+            ("http://h", "http://h/llms-full.txt"),
+        ] {
+            assert_eq!(
+                llms_full_txt(&Url::parse(start).unwrap()).unwrap().as_str(),
+                expected
+            );
+        }
     }
 
     #[test]

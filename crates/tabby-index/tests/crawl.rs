@@ -234,12 +234,9 @@ async fn links_are_followed_under_the_prefix_to_the_depth_limit() {
     assert!(!pages.iter().any(|p| p.text.contains("json payload")));
     // A missing page is skipped, not fatal.
     assert_eq!(site.count("/docs/missing.html"), 1);
-    // Every request went to the site itself: llms-full.txt first, then pages of the prefix.
+    // Every request went to the site itself: llms-full.txt next to the start page first, then pages of the prefix.
     let requests = site.requests();
-    assert_eq!(
-        requests[0], "/docs/index.html/llms-full.txt",
-        "{requests:?}"
-    );
+    assert_eq!(requests[0], "/docs/llms-full.txt", "{requests:?}");
     assert!(
         requests[1..].iter().all(|p| p.starts_with("/docs/")),
         "{requests:?}"

@@ -123,7 +123,7 @@ impl DbConn {
         let result = sqlx::query(
             "UPDATE job_runs SET exit_code = ?, end_ts = DATETIME('now'),
                     updated_at = DATETIME('now')
-             WHERE id = ?",
+             WHERE id = ? AND exit_code IS NULL",
         )
         .bind(exit_code)
         .bind(id)

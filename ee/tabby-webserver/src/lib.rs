@@ -43,29 +43,6 @@ const REST_RATE: BucketSpec = BucketSpec {
 
 /// Ephemeral Answer Engine threads idle this long are removed.
 pub const EPHEMERAL_THREAD_IDLE_DAYS: u32 = 7;
-const MAINTENANCE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
-
-/// Hourly housekeeping (at start too): idle ephemeral threads and expired refresh tokens.
-/// The background-jobs layer will run this as its DB maintenance job.
-fn spawn_maintenance(db: DbConn) {
-    tokio::spawn(async move {
-        loop {
-            match db
-                .delete_idle_ephemeral_threads(EPHEMERAL_THREAD_IDLE_DAYS)
-                .await
-            {
-                Ok(0) => {}
-                Ok(n) => tracing::info!("removed {n} idle ephemeral threads"),
-                Err(e) => tracing::warn!("cannot remove idle threads: {e}"),
-            }
-            if let Err(e) = db.delete_expired_refresh_tokens().await {
-                tracing::warn!("cannot remove expired refresh tokens: {e}");
-            }
-            tokio::time::sleep(MAINTENANCE_INTERVAL).await;
-        }
-    });
-}
-
 pub struct WebserverOptions {
     /// `$TABBY_ROOT/ee/db.sqlite`.
     pub db_path: PathBuf,
@@ -124,7 +101,6 @@ impl Webserver {
             thread: Arc::new(service::thread::ThreadServiceImpl::new(db.clone())),
             job: jobs.clone(),
         });
-        spawn_maintenance(db.clone());
         Ok(Arc::new(Self {
             jobs,
             usage_logger: Arc::new(usage_logger::DbEventLogger::start(db.clone())),

@@ -44,7 +44,7 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         state.calls += 1;
-        if state.calls % SWEEP_EVERY == 0 {
+        if state.calls.is_multiple_of(SWEEP_EVERY) {
             state
                 .buckets
                 .retain(|_, (_, at)| now.duration_since(*at) < IDLE_EVICTION);

@@ -46,19 +46,40 @@ fn etag(bytes: &[u8]) -> String {
 
 /// Paths that belong to the APIs, never to the UI.
 fn is_api(path: &str) -> bool {
-    ["/v1", "/graphql", "/graphiql", "/subscriptions", "/api-docs", "/metrics", "/background-jobs"]
-        .iter()
-        .any(|prefix| path == *prefix || path.starts_with(&format!("{prefix}/")))
+    [
+        "/v1",
+        "/graphql",
+        "/graphiql",
+        "/subscriptions",
+        "/api-docs",
+        "/metrics",
+        "/background-jobs",
+    ]
+    .iter()
+    .any(|prefix| path == *prefix || path.starts_with(&format!("{prefix}/")))
         || path.starts_with("/v1beta")
 }
 
 /// Page routes of the app (served as `index.html`; the app routes on the client).
 fn is_page(path: &str) -> bool {
     const PAGES: [&str; 12] = [
-        "/", "/chat", "/threads", "/profile", "/usage", "/jobs", "/auth/signin", "/auth/signup",
-        "/settings/team", "/settings/groups", "/settings/repositories", "/settings/documents",
+        "/",
+        "/chat",
+        "/threads",
+        "/profile",
+        "/usage",
+        "/jobs",
+        "/auth/signin",
+        "/auth/signup",
+        "/settings/team",
+        "/settings/groups",
+        "/settings/repositories",
+        "/settings/documents",
     ];
-    PAGES.contains(&path) || path.strip_prefix("/threads/").is_some_and(|id| !id.is_empty() && !id.contains('/'))
+    PAGES.contains(&path)
+        || path
+            .strip_prefix("/threads/")
+            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 fn respond(req: &Request, status: StatusCode, name: &str, bytes: &'static [u8]) -> Response {
@@ -74,7 +95,10 @@ fn respond(req: &Request, status: StatusCode, name: &str, bytes: &'static [u8]) 
         (status, bytes).into_response()
     };
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(name)));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(name)),
+    );
     // Revalidate every time (cheap with the ETag): the files have no content hash in their
     // names, and a new server version must never run an old script.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -119,9 +143,19 @@ pub async fn fallback(req: Request) -> Response {
         return respond(&req, StatusCode::OK, name, bytes);
     }
     if is_page(&path) {
-        return respond(&req, StatusCode::OK, "index.html", asset("index.html").unwrap_or(b""));
+        return respond(
+            &req,
+            StatusCode::OK,
+            "index.html",
+            asset("index.html").unwrap_or(b""),
+        );
     }
-    respond(&req, StatusCode::NOT_FOUND, "404.html", asset("404.html").unwrap_or(b"not found"))
+    respond(
+        &req,
+        StatusCode::NOT_FOUND,
+        "404.html",
+        asset("404.html").unwrap_or(b"not found"),
+    )
 }
 
 #[cfg(test)]

@@ -137,6 +137,7 @@ impl ThreadServiceImpl {
     }
 
     /// Creates the assistant message and starts the run in its own task.
+    #[allow(clippy::too_many_arguments)]
     async fn start_run(
         &self,
         engine: Arc<AnswerEngine>,
