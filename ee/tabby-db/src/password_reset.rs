@@ -62,4 +62,14 @@ impl DbConn {
             .await?;
         expect_one(result.rows_affected(), "password reset")
     }
+
+    /// Removes reset codes created more than `hours` ago; returns how many.
+    pub async fn delete_password_resets_older_than(&self, hours: u32) -> DbResult<u64> {
+        let result =
+            sqlx::query("DELETE FROM password_reset WHERE created_at < DATETIME('now', ?)")
+                .bind(format!("-{hours} hours"))
+                .execute(&self.pool)
+                .await?;
+        Ok(result.rows_affected())
+    }
 }

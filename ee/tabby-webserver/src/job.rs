@@ -33,6 +33,8 @@ const POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const JOB_RUN_RETENTION_DAYS: u32 = 90;
 /// Commits indexed per repository (newest first).
 pub const COMMITS_PER_REPOSITORY: usize = 1000;
+/// Password reset codes older than this are removed by the hourly job.
+pub const PASSWORD_RESET_LIFETIME_HOURS: u32 = 24;
 /// Ingested documents indexed per ingestion run.
 const INGESTION_BATCH: usize = 500;
 
@@ -301,30 +303,32 @@ impl JobService {
 
     fn spawn_schedules(self: Arc<Self>) {
         let hourly = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(until_next(3600)).await;
-                if let Err(e) = hourly.trigger(&BackgroundJobEvent::Hourly).await {
+        spawn_cron(HOURLY, move || {
+            let service = hourly.clone();
+            async move {
+                if let Err(e) = service.trigger(&BackgroundJobEvent::Hourly).await {
                     warn!("cannot enqueue the hourly job: {e:#}");
                 }
             }
         });
         let daily = self.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(until_next(86_400)).await;
-                if let Err(e) = daily.trigger(&BackgroundJobEvent::Daily).await {
+        spawn_cron(DAILY, move || {
+            let service = daily.clone();
+            async move {
+                if let Err(e) = service.trigger(&BackgroundJobEvent::Daily).await {
                     warn!("cannot enqueue the daily job: {e:#}");
                 }
             }
         });
-        // Every 10 s: index ingested documents when some are pending or expired.
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(until_next(10)).await;
-                match self.db.ingestion_has_work(Utc::now().timestamp()).await {
+        // Index ingested documents when some are pending or expired.
+        spawn_cron(INGESTION_CHECK, move || {
+            let service = self.clone();
+            async move {
+                match service.db.ingestion_has_work(Utc::now().timestamp()).await {
                     Ok(true) => {
-                        if let Err(e) = self.trigger(&BackgroundJobEvent::SyncIngestionIndex).await
+                        if let Err(e) = service
+                            .trigger(&BackgroundJobEvent::SyncIngestionIndex)
+                            .await
                         {
                             warn!("cannot enqueue ingestion indexing: {e:#}");
                         }
@@ -632,9 +636,13 @@ impl JobService {
             .delete_idle_ephemeral_threads(crate::EPHEMERAL_THREAD_IDLE_DAYS)
             .await?;
         let tokens = self.db.delete_expired_refresh_tokens().await?;
+        let resets = self
+            .db
+            .delete_password_resets_older_than(PASSWORD_RESET_LIFETIME_HOURS)
+            .await?;
         let runs = self.db.delete_old_job_runs(JOB_RUN_RETENTION_DAYS).await?;
         log.info(format!(
-            "db maintenance: {threads} idle threads, {tokens} expired refresh tokens, {runs} old job runs removed"
+            "db maintenance: {threads} idle threads, {tokens} expired refresh tokens, {resets} stale password resets, {runs} old job runs removed"
         ));
         self.trigger_all_repositories().await?;
         self.trigger(&BackgroundJobEvent::IndexGarbageCollection)
@@ -684,15 +692,28 @@ pub fn web_document_source_id(id: i64) -> String {
     format!("custom_web_document:{}", tabby_schema::encode_id(id))
 }
 
-/// Time until the next multiple of `period_secs` since the Unix epoch (cron-like alignment:
-/// hourly fires at :00, the 10-second check at :00, :10, …).
-fn until_next(period_secs: u64) -> Duration {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let period = Duration::from_secs(period_secs);
-    let into = Duration::from_nanos((now.as_nanos() % period.as_nanos()) as u64);
-    period - into
+/// Upstream's schedules (6-field cron, UTC). Cron only enqueues; the worker runs.
+pub const HOURLY: &str = "0 0 * * * *";
+pub const DAILY: &str = "0 0 0 * * *";
+pub const INGESTION_CHECK: &str = "*/10 * * * * *";
+
+/// Calls `tick` at every time `expression` matches.
+fn spawn_cron<F, Fut>(expression: &'static str, tick: F)
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let schedule = crate::cron::Cron::parse(expression).expect("the built-in schedules parse");
+    tokio::spawn(async move {
+        loop {
+            let now = Utc::now();
+            let Some(next) = schedule.next_after(now) else {
+                return;
+            };
+            tokio::time::sleep((next - now).to_std().unwrap_or_default()).await;
+            tick().await;
+        }
+    });
 }
 
 #[cfg(test)]
@@ -724,9 +745,10 @@ mod tests {
     }
 
     #[test]
-    fn schedules_align_to_their_period() {
-        let wait = until_next(10);
-        assert!(wait > Duration::ZERO && wait <= Duration::from_secs(10));
+    fn schedules_parse() {
+        for expression in [HOURLY, DAILY, INGESTION_CHECK] {
+            assert!(crate::cron::Cron::parse(expression).is_ok(), "{expression}");
+        }
     }
 }
 

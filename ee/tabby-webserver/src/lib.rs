@@ -8,6 +8,7 @@
 //!   editors' `/v1*` API ([`routes`]);
 //! - usage recording of editor events into `user_events` / `user_completions`.
 
+mod cron;
 mod directory;
 mod ingestion;
 pub mod job;

@@ -248,3 +248,33 @@ async fn deleting_a_user_removes_their_credentials() {
     );
     assert!(db.get_refresh_token(&kept.token).await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn stale_password_resets_are_removed() {
+    let (_dir, db, raw) = crate::jobs::file_db().await;
+    let old = user(&db, "old@example.com").await;
+    let fresh = user(&db, "fresh@example.com").await;
+    db.create_password_reset(old).await.unwrap();
+    db.create_password_reset(fresh).await.unwrap();
+    sqlx::query(
+        "UPDATE password_reset SET created_at = DATETIME('now', '-25 hours') WHERE user_id = ?",
+    )
+    .bind(old)
+    .execute(&raw)
+    .await
+    .unwrap();
+    assert_eq!(db.delete_password_resets_older_than(24).await.unwrap(), 1);
+    assert!(
+        db.get_password_reset_by_user_id(old)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        db.get_password_reset_by_user_id(fresh)
+            .await
+            .unwrap()
+            .is_some(),
+        "a fresh code stays"
+    );
+}

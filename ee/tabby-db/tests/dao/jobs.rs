@@ -15,7 +15,7 @@ use crate::{db, user};
 
 /// A file database, and a second raw pool on the same file to age rows (the DAO has no
 /// way to set `created_at`).
-async fn file_db() -> (tempfile::TempDir, DbConn, SqlitePool) {
+pub(crate) async fn file_db() -> (tempfile::TempDir, DbConn, SqlitePool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db.sqlite");
     let db = DbConn::open(&path).await.unwrap();
