@@ -14,7 +14,11 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::{ee_support::*, support::*};
+use crate::{
+    ee_policy::{SHOP, make_repo},
+    ee_support::*,
+    support::*,
+};
 
 const ANSWER: [&str; 4] = [
     "The discount ",
@@ -48,20 +52,6 @@ fn install_driver() {
     );
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
-}
-
 #[tokio::test]
 async fn ee_browser_sign_in_ask_and_manage_the_team() {
     assert!(
@@ -70,16 +60,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
     );
     install_driver();
     let work = tempfile::tempdir().unwrap();
-    let repo = work.path().join("shop");
-    std::fs::create_dir_all(repo.join("src")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(
-        repo.join("src/pricing.py"),
-        "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n",
-    )
-    .unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "shop"]);
+    let repo = make_repo(work.path(), "shop", &[("src/pricing.py", SHOP)]);
 
     let chat = FakeServer::start(
         Protocol::OpenAi,

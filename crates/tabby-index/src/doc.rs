@@ -189,9 +189,7 @@ impl DocIndexer {
                 let inputs: Vec<String> = chunks
                     .iter()
                     .map(|c| {
-                        let mut input = format!("{title}\n{c}");
-                        input.truncate(floor_char_boundary(&input, setup.max_input_bytes));
-                        input
+                        crate::code::clip_front(&format!("{title}\n{c}"), setup.max_input_bytes)
                     })
                     .collect();
                 match setup.model.embed(&inputs).await {
@@ -263,17 +261,6 @@ impl DocIndexer {
         self.reader.reload()?;
         Ok(())
     }
-}
-
-fn floor_char_boundary(text: &str, max: usize) -> usize {
-    if max == 0 || text.len() <= max {
-        return text.len();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    end
 }
 
 /// A commit of a repository, for the structured-doc corpus.

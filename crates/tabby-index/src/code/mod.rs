@@ -556,7 +556,8 @@ pub fn document_id(source_id: &str, abs_path: &Path, language: &str, git_hash: &
     format!("{source_id}:::{file}")
 }
 
-fn clip_front(text: &str, max_bytes: usize) -> String {
+/// The first `max_bytes` bytes of `text` (all of it for 0), cut at a character boundary.
+pub(crate) fn clip_front(text: &str, max_bytes: usize) -> String {
     if max_bytes == 0 || text.len() <= max_bytes {
         return text.to_string();
     }
