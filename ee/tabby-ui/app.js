@@ -621,8 +621,14 @@ async function profilePage() {
         await gql(`mutation($i: PasswordChangeInput!) { passwordChange(input: $i) }`, {
           i: { oldPassword: v.old || null, newPassword1: v.new1, newPassword2: v.new2 },
         });
+        // Changing the password ends every session, this one too: sign in again with it.
+        const data = await gql(
+          `mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken refreshToken } }`,
+          { e: me.email, p: v.new1 },
+        );
+        session.set(data.tokenAuth.accessToken, data.tokenAuth.refreshToken);
         form.reset();
-        showNotice("Password changed.");
+        showNotice("Password changed. Every other session was signed out.");
       }) },
         h("h2", "Password"),
         field("Current password", h("input", { name: "old", type: "password", autocomplete: "current-password" })),

@@ -485,11 +485,15 @@ async fn ee_every_graphql_field_checks_its_caller() {
     assert_eq!(admin_me["me"]["name"], "Owner");
 
     // The right caller succeeds with the same requests (so the refusals above mean something).
+    // Changing the password and signing out everywhere end the member's sessions, access
+    // tokens included: the old one is then refused and the member signs in again.
+    let mut member_session = member.access_token.clone();
+    let mut member_password = PASSWORD.to_string();
     for row in &rows {
         let token = match (row.needs, row.member_forbidden) {
             (Needs::AnyToken, _) => &member.auth_token,
             (_, true) => &admin.access_token,
-            (Needs::Session, false) => &member.access_token,
+            (Needs::Session, false) => &member_session,
             (Needs::Admin, false) => unreachable!(),
         };
         let body = graphql(
@@ -504,6 +508,41 @@ async fn ee_every_graphql_field_checks_its_caller() {
             "{} by the right caller failed: {body}",
             row.name
         );
+        if matches!(row.name, "passwordChange" | "logoutAllSessions") {
+            if row.name == "passwordChange" {
+                member_password = row.vars["n"].as_str().unwrap().to_string();
+            }
+            let refused = gql_err(&server, Some(&member_session), "{ me { id } }", json!({})).await;
+            assert_eq!(
+                code(&refused),
+                Some("UNAUTHORIZED"),
+                "{}: {refused}",
+                row.name
+            );
+            let (status, _, _) = rest(
+                &server,
+                "GET",
+                "/v1beta/models",
+                Some(&bearer(&member_session)),
+                None,
+            )
+            .await;
+            assert_eq!(
+                status, 401,
+                "{}: the ended session still reaches /v1",
+                row.name
+            );
+            member_session = gql_ok(
+                &server,
+                None,
+                "mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken } }",
+                json!({"e": member.email, "p": member_password}),
+            )
+            .await["tokenAuth"]["accessToken"]
+                .as_str()
+                .unwrap()
+                .to_string();
+        }
     }
     let data = gql_ok(
         &server,
@@ -526,7 +565,7 @@ async fn ee_every_graphql_field_checks_its_caller() {
     // Other users are listed without their secrets.
     let body = graphql(
         &server.url("/graphql"),
-        Some(&member.access_token),
+        Some(&member_session),
         "{ users { edges { node { authToken } } } }",
         json!({}),
     )
@@ -535,7 +574,7 @@ async fn ee_every_graphql_field_checks_its_caller() {
     assert!(!body.to_string().contains("auth_"), "{body}");
     let data = gql_ok(
         &server,
-        Some(&member.access_token),
+        Some(&member_session),
         "{ users { edges { node { email isAdmin } } } }",
         json!({}),
     )
@@ -548,7 +587,7 @@ async fn ee_every_graphql_field_checks_its_caller() {
     // Members may rename themselves.
     let data = gql_ok(
         &server,
-        Some(&member.access_token),
+        Some(&member_session),
         "mutation($id: ID!) { updateUserName(id: $id, name: \"Me\") }",
         json!({"id": member.id}),
     )

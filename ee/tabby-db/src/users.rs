@@ -248,6 +248,45 @@ impl DbConn {
 
     /// Deletes the user and, by cascade, their refresh tokens, password reset, usage rows and
     /// group memberships.
+    /// Ends every session of a user: refresh tokens are deleted and the session generation
+    /// moves on, so access tokens of the old generation are refused. Returns the new one.
+    pub async fn end_user_sessions(&self, id: i64) -> DbResult<i64> {
+        let mut tx = self.begin_write().await?;
+        let epoch: Option<(i64,)> = sqlx::query_as(
+            "UPDATE users SET session_epoch = session_epoch + 1 WHERE id = ? RETURNING session_epoch",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((epoch,)) = epoch else {
+            return Err(DbError::NotFound { what: USER });
+        };
+        sqlx::query("DELETE FROM refresh_tokens WHERE user_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(epoch)
+    }
+
+    /// The current session generation of a user (0 until sessions were first ended).
+    pub async fn get_session_epoch(&self, id: i64) -> DbResult<i64> {
+        let epoch: Option<(i64,)> = sqlx::query_as("SELECT session_epoch FROM users WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        epoch.map(|(e,)| e).ok_or(DbError::NotFound { what: USER })
+    }
+
+    /// `(user id, session generation)` of users whose sessions were ever ended.
+    pub async fn list_session_epochs(&self) -> DbResult<Vec<(i64, i64)>> {
+        Ok(
+            sqlx::query_as("SELECT id, session_epoch FROM users WHERE session_epoch > 0")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
     pub async fn delete_user(&self, id: i64) -> DbResult<()> {
         let result = sqlx::query("DELETE FROM users WHERE id = ?")
             .bind(id)

@@ -46,6 +46,8 @@ pub struct UserEntry {
 
 pub struct Snapshot {
     pub users: HashMap<i64, UserEntry>,
+    /// User → current session generation (absent: 0).
+    session_epochs: HashMap<i64, i64>,
     tokens: HashMap<[u8; 32], (i64, String)>,
     /// Restricted source → groups granted read access.
     grants: HashMap<String, HashSet<i64>>,
@@ -55,6 +57,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Whether an access token of `user_id` from session generation `epoch` is honoured.
+    pub fn session_valid(&self, user_id: i64, epoch: i64) -> bool {
+        self.users.get(&user_id).is_some_and(|u| u.active)
+            && self.session_epochs.get(&user_id).copied().unwrap_or(0) == epoch
+    }
+
     /// The active user owning `token`.
     pub fn user_by_auth_token(&self, token: &str) -> Option<i64> {
         let (user_id, stored) = self.tokens.get(&token_digest(token))?;
@@ -142,6 +150,7 @@ impl Directory {
                 .insert(m.user_group_id);
         }
         let db_repositories = self.db.list_repositories(Pagination::all()).await?;
+        let session_epochs = self.db.list_session_epochs().await?.into_iter().collect();
         let mut list: Vec<CodeRepository> = self
             .config_repositories
             .iter()
@@ -155,6 +164,7 @@ impl Directory {
             source_id: git_source_id(r.id),
         }));
         Ok(Snapshot {
+            session_epochs,
             tokens: users
                 .iter()
                 .map(|u| (token_digest(&u.auth_token), (u.id, u.auth_token.clone())))

@@ -23,6 +23,13 @@ struct JwtClaims {
     exp: i64,
     iat: i64,
     sub: String,
+    /// The user's session generation when issued (absent: 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    sep: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 pub struct JwtKeys {
@@ -66,14 +73,15 @@ impl JwtKeys {
         }
     }
 
-    /// A new access token for the user and its expiry.
-    pub fn issue(&self, user_id: i64) -> anyhow::Result<(String, DateTime<Utc>)> {
+    /// A new access token for the user (of session generation `epoch`) and its expiry.
+    pub fn issue(&self, user_id: i64, epoch: i64) -> anyhow::Result<(String, DateTime<Utc>)> {
         let now = Utc::now();
         let exp = now + ACCESS_TOKEN_LIFETIME;
         let claims = JwtClaims {
             exp: exp.timestamp(),
             iat: now.timestamp(),
             sub: encode_id(user_id),
+            sep: epoch,
         };
         let token = jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)?;
         Ok((token, exp))
@@ -81,9 +89,14 @@ impl JwtKeys {
 
     /// The user id of a valid, unexpired token.
     pub fn verify(&self, token: &str) -> Option<i64> {
+        self.verify_with_epoch(token).map(|(user, _)| user)
+    }
+
+    /// The user id and session generation of a valid, unexpired token.
+    pub fn verify_with_epoch(&self, token: &str) -> Option<(i64, i64)> {
         let data =
             jsonwebtoken::decode::<JwtClaims>(token, &self.decoding, &self.validation).ok()?;
-        decode_id(&data.claims.sub)
+        Some((decode_id(&data.claims.sub)?, data.claims.sep))
     }
 }
 
@@ -96,7 +109,7 @@ mod tests {
     #[test]
     fn round_trip_expiry_and_wrong_key() {
         let keys = JwtKeys::new(SECRET).unwrap();
-        let (token, exp) = keys.issue(7).unwrap();
+        let (token, exp) = keys.issue(7, 0).unwrap();
         assert_eq!(keys.verify(&token), Some(7));
         let minutes = (exp - Utc::now()).num_minutes();
         assert!((29..=30).contains(&minutes), "{minutes}");
@@ -108,6 +121,7 @@ mod tests {
             exp: Utc::now().timestamp() - 1,
             iat: Utc::now().timestamp() - 1800,
             sub: encode_id(7),
+            sep: 0,
         };
         let expired =
             jsonwebtoken::encode(&Header::new(Algorithm::HS256), &expired, &keys.encoding).unwrap();

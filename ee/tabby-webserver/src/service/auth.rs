@@ -85,7 +85,8 @@ impl AuthServiceImpl {
     }
 
     async fn issue_tokens(&self, user_id: i64) -> Result<(String, tabby_db::RefreshTokenDAO)> {
-        let (access, _) = self.jwt.issue(user_id)?;
+        let epoch = self.db.get_session_epoch(user_id).await?;
+        let (access, _) = self.jwt.issue(user_id, epoch)?;
         let refresh = self.db.create_refresh_token(user_id).await?;
         Ok((access, refresh))
     }
@@ -221,7 +222,8 @@ impl AuthenticationService for AuthServiceImpl {
             self.db.delete_refresh_tokens_of_user(user.id).await?;
             return Err(CoreError::Unauthorized("User is disabled"));
         }
-        let (access_token, _) = self.jwt.issue(user.id)?;
+        let epoch = self.db.get_session_epoch(user.id).await?;
+        let (access_token, _) = self.jwt.issue(user.id, epoch)?;
         Ok(RefreshTokenResponse {
             access_token,
             refresh_token: new.token,
@@ -230,14 +232,14 @@ impl AuthenticationService for AuthServiceImpl {
     }
 
     async fn verify_access_token(&self, token: &str) -> Result<Claims> {
-        let user_id = self
+        let (user_id, epoch) = self
             .jwt
-            .verify(token)
+            .verify_with_epoch(token)
             .ok_or(CoreError::Unauthorized("Invalid or expired token"))?;
         let snapshot = self.directory.snapshot().await?;
-        if !snapshot.users.get(&user_id).is_some_and(|u| u.active) {
+        if !snapshot.session_valid(user_id, epoch) {
             return Err(CoreError::Unauthorized(
-                "User is disabled or does not exist",
+                "The session has ended, or the user is disabled or gone",
             ));
         }
         Ok(Claims {
@@ -310,13 +312,17 @@ impl AuthenticationService for AuthServiceImpl {
         }
         let hash = password::hash(new_password).await?;
         self.db.update_user_password(id, Some(&hash)).await?;
-        // Other sessions end with the old password.
-        self.db.delete_refresh_tokens_of_user(id).await?;
+        // Every session ends with the old password (access tokens too, unlike upstream).
+        self.db.end_user_sessions(id).await?;
+        self.directory.invalidate();
         Ok(())
     }
 
+    /// Refresh tokens are deleted and access tokens issued until now stop working at once
+    /// (upstream leaves access tokens valid until they expire).
     async fn logout_all_sessions(&self, id: i64) -> Result<()> {
-        self.db.delete_refresh_tokens_of_user(id).await?;
+        self.db.end_user_sessions(id).await?;
+        self.directory.invalidate();
         Ok(())
     }
 
@@ -369,7 +375,7 @@ impl AuthenticationService for AuthServiceImpl {
         self.user_dao(id).await?;
         self.db.update_user_active(id, active).await?;
         if !active {
-            self.db.delete_refresh_tokens_of_user(id).await?;
+            self.db.end_user_sessions(id).await?;
         }
         self.directory.invalidate();
         Ok(())
