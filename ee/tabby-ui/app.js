@@ -744,7 +744,7 @@ function jobStatus(run) {
 
 async function repositoriesPage() {
   const data = await gql(`{
-    repositoryList { id sourceId name kind gitUrl }
+    repositoryList { id sourceId name kind gitUrl jobInfo { lastJobRun { id exitCode startedAt finishedAt } } }
     gitRepositories(first: 500) { edges { node { id sourceId name gitUrl jobInfo { lastJobRun { id exitCode startedAt finishedAt } } } } }
     userGroups { id name }
   }`);
@@ -772,7 +772,7 @@ async function repositoriesPage() {
     return h("tr", { "data-repository": repo.name },
       h("td", h("strong", repo.name), h("br"), h("small.muted", repo.gitUrl)),
       h("td", repo.kind === "GIT_CONFIG" ? "config.toml" : "added here"),
-      h("td", db ? jobStatus(db.jobInfo.lastJobRun) : h("span.muted", "indexed by the server")),
+      h("td", jobStatus(repo.jobInfo.lastJobRun)),
       h("td", granted.length ? granted.map((g) => h("span.tag", g.name, " ", h("button.link", { type: "button", "aria-label": `Revoke ${g.name}`, onclick: action(async () => {
         await gql(`mutation($s: String!, $g: ID!) { revokeSourceIdReadAccess(sourceId: $s, userGroupId: $g) }`, { s: repo.sourceId, g: g.id });
         await repositoriesPage();

@@ -155,6 +155,8 @@ await step("restrict the repository to the group", async () => {
   await page.getByRole("link", { name: "Repositories" }).click();
   const row = page.locator('[data-repository="shop"]');
   await row.waitFor();
+  // Its indexing job (run at start) is shown as done.
+  await row.locator(".badge.ok").filter({ hasText: "indexed" }).waitFor();
   await row.getByLabel("Grant shop to a group").selectOption({ label: "secret-team" });
   await page.locator('[data-repository="shop"] .tag').filter({ hasText: "secret-team" }).waitFor();
   await shot("repositories");

@@ -51,6 +51,9 @@ pub struct Repository {
     pub kind: RepositoryKind,
     pub git_url: String,
     pub refs: Vec<GitReference>,
+    /// The repository's indexing job and its latest run (not in upstream's type; config
+    /// repositories are indexed by the same jobs as the ones added here).
+    pub job_info: crate::job::JobInfo,
 }
 
 static REPOSITORY_NAME: LazyLock<Regex> =

@@ -202,6 +202,14 @@ impl RepositoryService for RepositoryServiceImpl {
                 kind: RepositoryKind::GitConfig,
                 git_url: repo.canonical_git_url.clone(),
                 refs: self.references(&repo.git_url, &repo.refs),
+                job_info: self
+                    .jobs
+                    .job_info(&BackgroundJobEvent::SchedulerGitRepository(CodeRepositoryJob {
+                        git_url: repo.git_url.clone(),
+                        source_id: repo.source_id.clone(),
+                        git_refs: repo.refs.clone(),
+                    }))
+                    .await?,
             });
         }
         for dao in &snapshot.db_repositories {
@@ -218,6 +226,7 @@ impl RepositoryService for RepositoryServiceImpl {
                 kind: RepositoryKind::Git,
                 git_url: tabby_common::git_url::canonicalize_git_url(&dao.git_url),
                 refs: self.references(&dao.git_url, &dao.refs),
+                job_info: self.jobs.job_info(&Self::index_event(dao)).await?,
             });
         }
         Ok(out)
