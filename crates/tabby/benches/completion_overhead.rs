@@ -6,6 +6,9 @@
 //! The model's rate limit (default 1200 requests/minute, as upstream) is lifted so that the
 //! server itself is measured.
 //!
+//! With the enterprise layer (the default build), the same load is also sent through the token
+//! check (a user's auth token; the per-user rate limit lifted), so its cost shows separately.
+//!
 //! Run: `cargo bench -p tabby --bench completion_overhead` (figures on stdout).
 
 use std::{
@@ -42,18 +45,23 @@ async fn run_load(
     body: Value,
     clients: usize,
     per_client: usize,
+    token: Option<String>,
 ) -> (Vec<Duration>, Duration) {
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let body = Arc::new(body);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..clients {
-        let (http, url, body) = (http.clone(), url.clone(), body.clone());
+        let (http, url, body, token) = (http.clone(), url.clone(), body.clone(), token.clone());
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(per_client);
             for _ in 0..per_client {
                 let t = Instant::now();
-                let response = http.post(&url).json(&*body).send().await.unwrap();
+                let mut request = http.post(&url).json(&*body);
+                if let Some(token) = &token {
+                    request = request.bearer_auth(token);
+                }
+                let response = request.send().await.unwrap();
                 assert!(response.status().is_success(), "{}", response.status());
                 let _ = response.bytes().await.unwrap();
                 latencies.push(t.elapsed());
@@ -116,14 +124,14 @@ fn main() {
         let fake_body = json!({"prompt": "x", "n_predict": 64, "stream": true});
 
         // Warm up connections and caches.
-        run_load(tabby_url.clone(), request_body(), 4, 50).await;
+        run_load(tabby_url.clone(), request_body(), 4, 50, None).await;
 
         println!("completion overhead (instant fake llama.cpp model, loopback, {} cores)",
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
         for (clients, per_client) in [(1usize, 2000usize), (32, 250)] {
-            let (lat, wall) = run_load(tabby_url.clone(), request_body(), clients, per_client).await;
+            let (lat, wall) = run_load(tabby_url.clone(), request_body(), clients, per_client, None).await;
             let (t50, t99) = report(&format!("tabby /v1/completions c={clients}"), lat, wall);
-            let (lat, wall) = run_load(fake_url.clone(), fake_body.clone(), clients, per_client).await;
+            let (lat, wall) = run_load(fake_url.clone(), fake_body.clone(), clients, per_client, None).await;
             let (f50, f99) = report(&format!("fake model alone      c={clients}"), lat, wall);
             println!(
                 "{:<34} p50={:>8.3} ms  p99={:>8.3} ms",
@@ -132,5 +140,92 @@ fn main() {
                 (t99.saturating_sub(f99)).as_secs_f64() * 1e3
             );
         }
+
+        #[cfg(feature = "ee")]
+        enterprise(&config, &fake).await;
     });
+}
+
+/// The same completions through the enterprise layer's token check.
+#[cfg(feature = "ee")]
+async fn enterprise(config: &Config, fake: &FakeServer) {
+    use tabby_webserver::{BucketSpec, Webserver, WebserverOptions};
+    let root = tempfile::tempdir().unwrap();
+    let paths = TabbyPaths::new(root.path());
+    let server = Webserver::new(WebserverOptions {
+        db_path: paths.ee_db_file(),
+        jobs_dir: paths.ee_dir().join("jobs"),
+        repositories_dir: paths.repositories_dir(),
+        config_repositories: vec![],
+        rest_rate_limit: Some(BucketSpec {
+            capacity: 1e12,
+            initial: 1e12,
+            per_second: 1e12,
+        }),
+    })
+    .await
+    .unwrap();
+    let layers = tabby::serve::Layers {
+        event_loggers: vec![server.event_logger()],
+        protect_api: Some(Box::new({
+            let server = server.clone();
+            move |api| server.protect(api)
+        })),
+        routes: Some(server.routes()),
+        fallback: Some(Webserver::ui_fallback()),
+    };
+    let app = tabby::serve::build_app(config, &paths, Some(true), None, layers).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.router
+                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+    });
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let graphql = format!("http://{addr}/graphql");
+    let register: Value = http
+        .post(&graphql)
+        .json(&json!({"query": "mutation { register(email: \"bench@example.com\", password1: \"Bench-pass1\", password2: \"Bench-pass1\", name: \"Bench\") { accessToken } }"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let jwt = register["data"]["register"]["accessToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let me: Value = http
+        .post(&graphql)
+        .bearer_auth(&jwt)
+        .json(&json!({"query": "{ me { authToken } }"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = me["data"]["me"]["authToken"].as_str().unwrap().to_string();
+    let url = format!("http://{addr}/v1/completions");
+    run_load(url.clone(), request_body(), 4, 50, Some(token.clone())).await;
+    let _ = fake;
+    for (clients, per_client) in [(1usize, 2000usize), (32, 250)] {
+        let (lat, wall) = run_load(
+            url.clone(),
+            request_body(),
+            clients,
+            per_client,
+            Some(token.clone()),
+        )
+        .await;
+        report(&format!("with token check (ee) c={clients}"), lat, wall);
+    }
 }

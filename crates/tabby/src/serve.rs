@@ -304,6 +304,7 @@ async fn start_enterprise(
         jobs_dir: paths.ee_dir().join("jobs"),
         repositories_dir: paths.repositories_dir(),
         config_repositories,
+        rest_rate_limit: None,
     })
     .await?;
     info!("webserver on: /v1 needs a token; GraphQL at /graphql");

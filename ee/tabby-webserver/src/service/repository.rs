@@ -204,11 +204,13 @@ impl RepositoryService for RepositoryServiceImpl {
                 refs: self.references(&repo.git_url, &repo.refs),
                 job_info: self
                     .jobs
-                    .job_info(&BackgroundJobEvent::SchedulerGitRepository(CodeRepositoryJob {
-                        git_url: repo.git_url.clone(),
-                        source_id: repo.source_id.clone(),
-                        git_refs: repo.refs.clone(),
-                    }))
+                    .job_info(&BackgroundJobEvent::SchedulerGitRepository(
+                        CodeRepositoryJob {
+                            git_url: repo.git_url.clone(),
+                            source_id: repo.source_id.clone(),
+                            git_refs: repo.refs.clone(),
+                        },
+                    ))
                     .await?,
             });
         }
