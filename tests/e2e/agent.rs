@@ -9,7 +9,7 @@
 
 use std::{
     io::Read,
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -27,7 +27,7 @@ const SUFFIX: &str = "\n\n\nprint(add(1, 2))\n";
 const GIT_REMOTE: &str = "https://github.com/example/demo.git";
 
 fn agent_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/agent")
+    tests_dir("agent")
 }
 
 fn need_node_20() {
@@ -52,27 +52,6 @@ fn need_node_20() {
     assert!(
         npm.as_ref().is_ok_and(|o| o.status.success()),
         "{INSTALL}: cannot run `npm --version`: {npm:?}"
-    );
-}
-
-/// `npm ci` when the pinned agent is not installed yet.
-fn install_agent() {
-    let dir = agent_dir();
-    if dir.join("node_modules/tabby-agent/dist/cli.js").exists() {
-        return;
-    }
-    let out = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-        .current_dir(&dir)
-        .output()
-        .expect("run npm ci");
-    assert!(
-        out.status.success(),
-        "`npm ci` in {} failed ({}):\n{}\n{}",
-        dir.display(),
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 
@@ -127,7 +106,7 @@ fn drive_agent(server_url: &str) -> (bool, Value, String) {
 #[tokio::test]
 async fn unmodified_tabby_agent_1_5_0_gets_a_completion_and_its_events_are_logged() {
     need_node_20();
-    install_agent();
+    npm_ci(&agent_dir(), "node_modules/tabby-agent/dist/cli.js");
 
     let fake = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(PIECES)).await;
     let mut server = TabbyServer::start(&llama_completion_config(&fake.url()));

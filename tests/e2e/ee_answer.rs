@@ -8,7 +8,7 @@ use std::{path::Path, time::Duration};
 use serde_json::{Value, json};
 
 use crate::{
-    ee_policy::{SHOP, VAULT, make_repo, search, wait_until_searchable},
+    ee_policy::{SHOP, VAULT, search, wait_until_searchable},
     ee_subscriptions::{Received, Socket, connect, init, receive, receive_json, send},
     ee_support::*,
     support::*,

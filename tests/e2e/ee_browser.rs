@@ -6,19 +6,11 @@
 //!
 //! Needs Node.js 20+, npm and `/usr/bin/chromium` (`scripts/test.sh` installs them).
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{path::Path, process::Command, time::Duration};
 
 use serde_json::{Value, json};
 
-use crate::{
-    ee_policy::{SHOP, make_repo},
-    ee_support::*,
-    support::*,
-};
+use crate::{ee_policy::SHOP, ee_support::*, support::*};
 
 const ANSWER: [&str; 4] = [
     "The discount ",
@@ -27,38 +19,16 @@ const ANSWER: [&str; 4] = [
     " [[citation:1]].",
 ];
 
-fn browser_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/browser")
-}
-
-fn install_driver() {
-    let dir = browser_dir();
-    if dir
-        .join("node_modules/playwright-core/package.json")
-        .exists()
-    {
-        return;
-    }
-    let out = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-        .current_dir(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs Node.js 20 and npm on PATH: {e}"));
-    assert!(
-        out.status.success(),
-        "`npm ci` in {} failed:\n{}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test]
 async fn ee_browser_sign_in_ask_and_manage_the_team() {
     assert!(
         Path::new("/usr/bin/chromium").exists(),
         "this test needs Debian's chromium at /usr/bin/chromium (scripts/test.sh installs it)"
     );
-    install_driver();
+    npm_ci(
+        &tests_dir("browser"),
+        "node_modules/playwright-core/package.json",
+    );
     let work = tempfile::tempdir().unwrap();
     let repo = make_repo(work.path(), "shop", &[("src/pricing.py", SHOP)]);
 
@@ -98,7 +68,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         let shots = shots.clone();
         move || {
             Command::new("node")
-                .arg(browser_dir().join("ui-test.mjs"))
+                .arg(tests_dir("browser").join("ui-test.mjs"))
                 .arg(&url)
                 .arg(&shots)
                 .arg(expected)

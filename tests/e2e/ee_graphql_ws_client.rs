@@ -5,48 +5,20 @@
 //! Needs Node.js 20+ and npm; the client is installed into `tests/graphql-ws/node_modules`
 //! (git-ignored) with `npm ci` on first use.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{process::Command, time::Duration};
 
 use serde_json::{Value, json};
 
-use crate::{
-    ee_policy::{SHOP, make_repo},
-    ee_support::*,
-    support::*,
-};
+use crate::{ee_policy::SHOP, ee_support::*, support::*};
 
 const ANSWER: [&str; 3] = ["Discounts are ", "applied in ", "compute_discounted_price."];
 
-fn client_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/graphql-ws")
-}
-
-fn install_client() {
-    let dir = client_dir();
-    if dir.join("node_modules/graphql-ws/package.json").exists() {
-        return;
-    }
-    let out = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-        .current_dir(&dir)
-        .output()
-        .unwrap_or_else(|e| panic!("this test needs Node.js 20 and npm on PATH: {e}"));
-    assert!(
-        out.status.success(),
-        "`npm ci` in {} failed:\n{}\n{}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test]
 async fn ee_graphql_ws_npm_client_runs_a_thread() {
-    install_client();
+    npm_ci(
+        &tests_dir("graphql-ws"),
+        "node_modules/graphql-ws/package.json",
+    );
     let work = tempfile::tempdir().unwrap();
     let repo = make_repo(work.path(), "shop", &[("src/pricing.py", SHOP)]);
 
@@ -97,7 +69,7 @@ async fn ee_graphql_ws_npm_client_runs_a_thread() {
         let git_url = git_url.clone();
         move || {
             Command::new("node")
-                .arg(client_dir().join("run-thread.mjs"))
+                .arg(tests_dir("graphql-ws").join("run-thread.mjs"))
                 .args([url.as_str(), token.as_str(), question, git_url.as_str()])
                 .output()
                 .expect("run node")

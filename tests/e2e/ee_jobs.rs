@@ -7,7 +7,6 @@
 use std::{
     collections::HashMap,
     path::Path,
-    process::Command,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -22,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::{
-    ee_policy::{make_repo, wait_until_searchable},
+    ee_policy::wait_until_searchable,
     ee_subscriptions::{connect, init, receive_json, send},
     ee_support::*,
     support::*,
@@ -229,21 +228,6 @@ fn git_command(git_url: &str, source_id: &str) -> String {
 }
 
 // ---- repositories ----
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "Ann")
-        .env("GIT_AUTHOR_EMAIL", "ann@example.invalid")
-        .env("GIT_COMMITTER_NAME", "Ann")
-        .env("GIT_COMMITTER_EMAIL", "ann@example.invalid")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
 
 /// Adds the repository through GraphQL; returns (id, sourceId).
 async fn create_repository(env: &Env, name: &str, repo: &Path) -> (String, String) {

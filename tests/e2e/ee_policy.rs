@@ -3,44 +3,11 @@
 //! group (and admins); one without rows is public. Repositories added through GraphQL are
 //! indexed in the background and become searchable.
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::{process::Command, time::Duration};
 
 use serde_json::{Value, json};
 
 use crate::{ee_support::*, support::*};
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .status()
-        .unwrap();
-    assert!(status.success(), "git {args:?}");
-}
-
-/// A git repository `root/name` with one commit of `files` on `main`.
-pub(crate) fn make_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
-    let repo = root.join(name);
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    for (path, text) in files {
-        let file = repo.join(path);
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(file, text).unwrap();
-    }
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", name]);
-    repo
-}
 
 pub(crate) const SHOP: &str = "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n";
 /// The private code; `SCRAM_THRESHOLD_KELVIN` appears nowhere else.

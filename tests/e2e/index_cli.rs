@@ -142,7 +142,7 @@ fn index_and_search_commands_report_clearly() {
     assert!(!status.success());
     assert!(stderr.contains("no [[repositories]]"), "{stderr}");
 
-    let repo = crate::rag::make_repo(root.path());
+    let repo = crate::rag::make_shop_repo(root.path());
     std::fs::write(
         root.path().join("config.toml"),
         format!(

@@ -2,43 +2,28 @@
 //! by `tabby serve` in the background, then a completion for that repository's `git_url` gets
 //! the repository's code as commented snippets in the prompt the model receives.
 
-use std::{path::Path, process::Command, time::Duration};
+use std::{path::Path, time::Duration};
 
 use serde_json::{Value, json};
 
 use crate::support::*;
 
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-pub fn make_repo(root: &Path) -> std::path::PathBuf {
-    let repo = root.join("shop");
-    std::fs::create_dir_all(repo.join("src")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(
-        repo.join("src/pricing.py"),
-        "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n",
+/// The `shop` repository: pricing and a cart that uses it.
+pub fn make_shop_repo(root: &Path) -> std::path::PathBuf {
+    make_repo(
+        root,
+        "shop",
+        &[
+            (
+                "src/pricing.py",
+                "def compute_discounted_price(price, discount_rate):\n    \"\"\"Price after a percentage discount.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n",
+            ),
+            (
+                "src/cart.py",
+                "from pricing import compute_discounted_price\n\n\ndef cart_total(items):\n    return sum(item.price for item in items)\n",
+            ),
+        ],
     )
-    .unwrap();
-    std::fs::write(
-        repo.join("src/cart.py"),
-        "from pricing import compute_discounted_price\n\n\ndef cart_total(items):\n    return sum(item.price for item in items)\n",
-    )
-    .unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "shop"]);
-    repo
 }
 
 /// Polls `/v1beta/search` until the index answers with hits.
@@ -63,7 +48,7 @@ pub async fn wait_for_index(server: &TabbyServer, query: &Value) -> Value {
 #[tokio::test]
 async fn completion_prompt_contains_the_repository_snippet() {
     let tmp = tempfile::tempdir().unwrap();
-    let repo = make_repo(tmp.path());
+    let repo = make_shop_repo(tmp.path());
     let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["0.9)"])).await;
     let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
     let config = format!(

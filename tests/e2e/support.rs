@@ -232,3 +232,61 @@ pub fn read_events(root: &Path) -> Vec<Value> {
     }
     events
 }
+
+/// Runs `git -C dir args…` with a fixed author; returns trimmed stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Ann")
+        .env("GIT_AUTHOR_EMAIL", "ann@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Ann")
+        .env("GIT_COMMITTER_EMAIL", "ann@example.invalid")
+        .output()
+        .expect("run git");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A git repository `root/name` with one commit of `files` on `main`.
+pub fn make_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let repo = root.join(name);
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    for (path, text) in files {
+        let file = repo.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", name]);
+    repo
+}
+
+/// A directory of the repository's `tests/` (npm packages pinned by a lockfile).
+pub fn tests_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests")
+        .join(name)
+}
+
+/// `npm ci` in `dir` unless `installed` (a path inside `dir`) already exists.
+pub fn npm_ci(dir: &Path, installed: &str) {
+    if dir.join(installed).exists() {
+        return;
+    }
+    let out = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs Node.js 20 and npm on PATH: {e}"));
+    assert!(
+        out.status.success(),
+        "`npm ci` in {} failed ({}):\n{}\n{}",
+        dir.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
