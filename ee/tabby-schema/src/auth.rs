@@ -200,11 +200,7 @@ impl RegisterInput {
             });
         }
         validate_name("name", &self.name, &mut errors);
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(CoreError::InvalidInput(errors))
-        }
+        CoreError::check(errors)
     }
 }
 

@@ -52,6 +52,23 @@ impl CoreError {
         }])
     }
 
+    /// `Ok` when no validation failed, else `InvalidInput` with every failure.
+    pub fn check(errors: Vec<ValidationError>) -> Result<()> {
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(CoreError::InvalidInput(errors))
+        }
+    }
+
+    /// Maps a storage error, turning "row not found" into NOT_FOUND with this message.
+    pub fn not_found_as(message: &'static str) -> impl Fn(DbError) -> CoreError {
+        move |e| match e {
+            DbError::NotFound { .. } => CoreError::NotFound(message),
+            other => other.into(),
+        }
+    }
+
     fn code(&self) -> Option<&'static str> {
         match self {
             CoreError::Unauthorized(_) => Some("UNAUTHORIZED"),

@@ -497,9 +497,7 @@ impl Mutation {
                 message: "Passwords do not match".into(),
             });
         }
-        if !errors.is_empty() {
-            return Err(CoreError::InvalidInput(errors));
-        }
+        CoreError::check(errors)?;
         ctx.locator
             .auth()
             .update_user_password(
@@ -524,9 +522,7 @@ impl Mutation {
         check_admin(ctx).await?;
         let mut errors = Vec::new();
         validate_email("email", &email, &mut errors);
-        if !errors.is_empty() {
-            return Err(CoreError::InvalidInput(errors));
-        }
+        CoreError::check(errors)?;
         let invitation: Invitation = ctx.locator.auth().create_invitation(&email).await?;
         Ok(invitation.id)
     }
@@ -563,9 +559,7 @@ impl Mutation {
         }
         let mut errors = Vec::new();
         validate_name("name", &name, &mut errors);
-        if !errors.is_empty() {
-            return Err(CoreError::InvalidInput(errors));
-        }
+        CoreError::check(errors)?;
         ctx.locator
             .auth()
             .update_user_name(id.as_rowid()?, name.trim())

@@ -906,10 +906,10 @@ mod graphql {
         }
 
         async fn delete_web_document(&self, id: i64) -> Result<()> {
-            self.db.delete_web_document(id).await.map_err(|e| match e {
-                DbError::NotFound { .. } => CoreError::NotFound("Web document not found"),
-                other => other.into(),
-            })?;
+            self.db
+                .delete_web_document(id)
+                .await
+                .map_err(CoreError::not_found_as("Web document not found"))?;
             JobService::trigger(self, &BackgroundJobEvent::IndexGarbageCollection).await?;
             Ok(())
         }
@@ -954,10 +954,7 @@ mod graphql {
             self.db
                 .mark_notifications_read(user_id, is_admin, id)
                 .await
-                .map_err(|e| match e {
-                    DbError::NotFound { .. } => CoreError::NotFound("Notification not found"),
-                    other => other.into(),
-                })
+                .map_err(CoreError::not_found_as("Notification not found"))
         }
     }
 }

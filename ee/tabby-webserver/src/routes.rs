@@ -214,8 +214,8 @@ pub async fn require_token(
              the web UI (or a session token)",
         );
     };
-    let Claims { user_id, .. } = match server.services.auth.verify_any_token(&token).await {
-        Ok(claims) => claims,
+    let (Claims { user_id, .. }, snapshot) = match server.services.auth.authenticate(&token).await {
+        Ok(found) => found,
         Err(tabby_schema::CoreError::Other(e)) => {
             tracing::error!("cannot check a token: {e:#}");
             return json_error(
@@ -242,13 +242,6 @@ pub async fn require_token(
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return response;
     }
-    let snapshot = match server.directory.snapshot().await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot load the access policy: {e:#}");
-            return json_error(StatusCode::SERVICE_UNAVAILABLE, "cannot check access now");
-        }
-    };
     let allowed = snapshot
         .policy_for(user_id)
         .filter_repositories(&snapshot.all_repositories);

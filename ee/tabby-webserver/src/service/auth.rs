@@ -15,7 +15,7 @@ use tabby_schema::{
 };
 
 use crate::{
-    directory::Directory,
+    directory::{Directory, Snapshot},
     jwt::JwtKeys,
     password,
     ratelimit::{BucketSpec, RateLimiter},
@@ -73,6 +73,30 @@ fn invitation(dao: InvitationDAO) -> Invitation {
 }
 
 impl AuthServiceImpl {
+    /// Checks a session JWT or a user auth token against one snapshot of the directory, and
+    /// returns that snapshot for the caller's other checks (the REST layer's hot path).
+    pub async fn authenticate(&self, token: &str) -> Result<(Claims, Arc<Snapshot>)> {
+        let snapshot = self.directory.snapshot().await?;
+        let claims = match self.jwt.verify_with_epoch(token) {
+            Some((user_id, epoch)) if snapshot.session_valid(user_id, epoch) => Claims {
+                user_id,
+                generated_from_auth_token: false,
+            },
+            Some(_) => {
+                return Err(CoreError::Unauthorized(
+                    "The session has ended, or the user is disabled or gone",
+                ));
+            }
+            None => Claims {
+                user_id: snapshot
+                    .user_by_auth_token(token)
+                    .ok_or(CoreError::Unauthorized("Invalid token"))?,
+                generated_from_auth_token: true,
+            },
+        };
+        Ok((claims, snapshot))
+    }
+
     pub fn new(db: DbConn, jwt: Arc<JwtKeys>, directory: Arc<Directory>) -> Self {
         Self {
             db,
@@ -249,17 +273,7 @@ impl AuthenticationService for AuthServiceImpl {
     }
 
     async fn verify_any_token(&self, token: &str) -> Result<Claims> {
-        if let Ok(claims) = self.verify_access_token(token).await {
-            return Ok(claims);
-        }
-        let snapshot = self.directory.snapshot().await?;
-        let user_id = snapshot
-            .user_by_auth_token(token)
-            .ok_or(CoreError::Unauthorized("Invalid token"))?;
-        Ok(Claims {
-            user_id,
-            generated_from_auth_token: true,
-        })
+        Ok(self.authenticate(token).await?.0)
     }
 
     async fn is_admin_initialized(&self) -> Result<bool> {
@@ -337,10 +351,10 @@ impl AuthenticationService for AuthServiceImpl {
     }
 
     async fn delete_invitation(&self, id: i64) -> Result<()> {
-        self.db.delete_invitation(id).await.map_err(|e| match e {
-            tabby_db::DbError::NotFound { .. } => CoreError::NotFound("Invitation not found"),
-            other => other.into(),
-        })
+        self.db
+            .delete_invitation(id)
+            .await
+            .map_err(CoreError::not_found_as("Invitation not found"))
     }
 
     async fn list_invitations(&self, page: RelayArgs) -> Result<InvitationConnection> {

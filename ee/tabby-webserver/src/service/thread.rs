@@ -3,9 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use tabby_db::{
-    Attachment, AttachmentClientCode, DbConn, DbError, Pagination, ThreadDAO, ThreadMessageDAO,
-};
+use tabby_db::{Attachment, AttachmentClientCode, DbConn, Pagination, ThreadDAO, ThreadMessageDAO};
 use tabby_schema::{
     AccessPolicy, AsID, CoreError, Result, encode_id,
     relay::RelayArgs,
@@ -91,13 +89,6 @@ pub fn message(dao: ThreadMessageDAO) -> Message {
         },
         created_at: dao.created_at,
         updated_at: dao.updated_at,
-    }
-}
-
-fn not_found(what: &'static str) -> impl Fn(DbError) -> CoreError {
-    move |e| match e {
-        DbError::NotFound { .. } => CoreError::NotFound(what),
-        other => other.into(),
     }
 }
 
@@ -307,14 +298,14 @@ impl ThreadService for ThreadServiceImpl {
         self.db
             .set_thread_persisted(id)
             .await
-            .map_err(not_found("Thread not found"))
+            .map_err(CoreError::not_found_as("Thread not found"))
     }
 
     async fn delete(&self, id: i64) -> Result<()> {
         self.db
             .delete_thread(id)
             .await
-            .map_err(not_found("Thread not found"))
+            .map_err(CoreError::not_found_as("Thread not found"))
     }
 
     async fn delete_message_pair(
@@ -326,13 +317,13 @@ impl ThreadService for ThreadServiceImpl {
         self.db
             .delete_thread_message_pair(thread_id, user_message_id, assistant_message_id)
             .await
-            .map_err(not_found("Message pair not found"))
+            .map_err(CoreError::not_found_as("Message pair not found"))
     }
 
     async fn update_message(&self, thread_id: i64, id: i64, content: &str) -> Result<()> {
         self.db
             .update_thread_message_content(thread_id, id, content)
             .await
-            .map_err(not_found("Message not found"))
+            .map_err(CoreError::not_found_as("Message not found"))
     }
 }

@@ -78,13 +78,6 @@ impl UserGroupServiceImpl {
     }
 }
 
-fn not_found(what: &'static str) -> impl Fn(DbError) -> CoreError {
-    move |e| match e {
-        DbError::NotFound { .. } => CoreError::NotFound(what),
-        other => other.into(),
-    }
-}
-
 #[async_trait]
 impl UserGroupService for UserGroupServiceImpl {
     async fn list(&self) -> Result<Vec<UserGroup>> {
@@ -129,7 +122,7 @@ impl UserGroupService for UserGroupServiceImpl {
         self.db
             .delete_user_group(id)
             .await
-            .map_err(not_found("User group not found"))?;
+            .map_err(CoreError::not_found_as("User group not found"))?;
         self.directory.invalidate();
         Ok(())
     }
@@ -164,7 +157,7 @@ impl UserGroupService for UserGroupServiceImpl {
         self.db
             .delete_user_group_membership(user_id, group_id)
             .await
-            .map_err(not_found("User group membership not found"))?;
+            .map_err(CoreError::not_found_as("User group membership not found"))?;
         self.directory.invalidate();
         Ok(())
     }
