@@ -339,3 +339,40 @@ async fn repositories_removed_from_config_leave_the_index() {
     drop(indexer);
     assert!(f.chunks().is_empty());
 }
+
+#[tokio::test]
+async fn runs_leave_at_most_four_segments_and_keep_every_row() {
+    let f = Fixture::new();
+    let first = f.index().await;
+    // Each further repository's run commits at least one new segment.
+    let mut sources = vec![f.source(&[])];
+    for i in 0..6 {
+        let dir = f._tmp.path().join(format!("extra-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        write(
+            &dir,
+            "extra.py",
+            &format!("def extra_function_{i}(x):\n    return x + {i}\n"),
+        );
+        let repo = RepositoryToIndex {
+            source_id: format!("config:extra{i}"),
+            git_url: format!("file://{}", dir.display()),
+            refs: vec![],
+        };
+        f.index_with(32, &repo).await;
+        sources.push(repo);
+        let segments = Index::open_in_dir(&f.index_dir)
+            .unwrap()
+            .searchable_segment_ids()
+            .unwrap()
+            .len();
+        assert!(segments <= 4, "{segments} segments after run {i}");
+    }
+    let chunks = f.chunks();
+    let extra = chunks
+        .iter()
+        .filter(|(path, ..)| path == "extra.py")
+        .count();
+    assert_eq!(extra, 6, "every extra repository's chunk is still there");
+    assert_eq!(chunks.len(), first.chunks + 6);
+}

@@ -3,7 +3,8 @@
 //! whole hybrid search (both legs + RRF + reading the hits).
 //!
 //! Run: `cargo bench -p tabby --bench code_search` (figures on stdout). Set
-//! `CODE_SEARCH_BENCH_SIZES=10000` to run one size only.
+//! `CODE_SEARCH_BENCH_SIZES=10000` to run one size only, `CODE_SEARCH_BENCH_TOKENS=0` to skip
+//! the (slow) token form of the embedding leg.
 
 use std::{sync::Arc, time::Instant};
 
@@ -113,8 +114,13 @@ async fn run(chunks: usize) {
         .await
         .unwrap();
     drop(indexer);
+    let segments = tantivy::Index::open_in_dir(&index_dir)
+        .unwrap()
+        .searchable_segment_ids()
+        .unwrap()
+        .len();
     println!(
-        "\n{} chunks in {} files indexed in {:.1} s ({:.2} MB/s, hash embedding, 384 bits)",
+        "\n{} chunks in {} files ({segments} segments) indexed in {:.1} s ({:.2} MB/s, hash embedding, 384 bits)",
         summary.chunks,
         summary.files_indexed,
         started.elapsed().as_secs_f64(),
@@ -151,7 +157,11 @@ async fn run(chunks: usize) {
         percentile(&bm25_ms, 0.5),
         percentile(&bm25_ms, 0.99)
     );
+    let with_tokens = std::env::var("CODE_SEARCH_BENCH_TOKENS").map_or(true, |v| v != "0");
     for leg in [EmbeddingLeg::Bits, EmbeddingLeg::Tokens] {
+        if leg == EmbeddingLeg::Tokens && !with_tokens {
+            continue;
+        }
         service.embedding_leg = leg;
         let mut legs_ms = Vec::new();
         let mut full_ms = Vec::new();

@@ -138,14 +138,18 @@ pub fn code_search_filter(
             IndexSchema::filter(schema.chunk_attribute_term(fields::CHUNK_LANGUAGE, language)),
         ));
     }
-    if let Some(path) = exclude_filepath {
-        let normalized = path.replace('\\', "/");
-        clauses.push((
-            Occur::MustNot,
-            IndexSchema::filter(schema.chunk_attribute_term(fields::CHUNK_FILEPATH, &normalized)),
-        ));
-    }
+    clauses.extend(exclude_filepath.map(exclude_file));
     clauses
+}
+
+/// The clause that leaves out the rows of one file (the query's own).
+pub fn exclude_file(path: &str) -> (Occur, Box<dyn Query>) {
+    let normalized = path.replace('\\', "/");
+    let schema = IndexSchema::instance();
+    (
+        Occur::MustNot,
+        IndexSchema::filter(schema.chunk_attribute_term(fields::CHUNK_FILEPATH, &normalized)),
+    )
 }
 
 /// A boolean query of `filters` plus one scoring clause.

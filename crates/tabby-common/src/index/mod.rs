@@ -4,7 +4,8 @@
 //! Layout (upstream's): each source document is one *document row* (no `chunk_id`) plus N
 //! *chunk rows* (`chunk_id = "{id}-{n}"`) that carry the searchable tokens. Deliberate
 //! differences: BM25 tokens (`chunk_tokens`) are indexed with term frequencies, a second BM25
-//! field (`chunk_words`) holds lower-cased words with compound identifiers split, binarized
+//! field (`chunk_words`) holds lower-cased words with compound identifiers split, a third
+//! (`chunk_symbols`) the words of the names of the definitions around the chunk, binarized
 //! embedding tokens live in their own field (`chunk_embedding_tokens`) so they do not distort
 //! BM25 length normalization, and each chunk also keeps its embedding as packed sign bits in a
 //! fast field (`chunk_embedding_bits`) for a popcount scan with the same ranking.
@@ -28,7 +29,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 pub struct IndexSchema {
     pub schema: Schema,
@@ -43,6 +44,8 @@ pub struct IndexSchema {
     pub field_chunk_tokens: Field,
     /// Lower-cased words and compound parts of the chunk and its path (the tuned BM25 leg).
     pub field_chunk_words: Field,
+    /// Words of the names of the definitions a code chunk starts or lies in (tags).
+    pub field_chunk_symbols: Field,
     pub field_chunk_embedding_tokens: Field,
     pub field_chunk_embedding_bits: Field,
 }
@@ -85,15 +88,14 @@ impl IndexSchema {
                     .set_index_option(IndexRecordOption::WithFreqs),
             ),
         );
-        let field_chunk_words = builder.add_text_field(
-            "chunk_words",
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer("raw")
-                    .set_fieldnorms(true)
-                    .set_index_option(IndexRecordOption::WithFreqs),
-            ),
+        let words = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("raw")
+                .set_fieldnorms(true)
+                .set_index_option(IndexRecordOption::WithFreqs),
         );
+        let field_chunk_words = builder.add_text_field("chunk_words", words.clone());
+        let field_chunk_symbols = builder.add_text_field("chunk_symbols", words);
         let field_chunk_embedding_tokens = builder.add_text_field(
             "chunk_embedding_tokens",
             TextOptions::default().set_indexing_options(
@@ -117,6 +119,7 @@ impl IndexSchema {
             field_chunk_attributes,
             field_chunk_tokens,
             field_chunk_words,
+            field_chunk_symbols,
             field_chunk_embedding_tokens,
             field_chunk_embedding_bits,
         }

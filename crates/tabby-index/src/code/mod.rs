@@ -48,6 +48,10 @@ const EMBED_BATCH: usize = 64;
 const COMMIT_EVERY_CHUNKS: usize = 2000;
 /// Heap for Tantivy's writer, split across its threads.
 const WRITER_HEAP_BYTES: usize = 64 * 1024 * 1024;
+/// More searchable segments than this after a run are merged into one: every query pays a
+/// term lookup and a scorer per segment and term, which dominates search time at 100k chunks
+/// when a run leaves dozens of segments behind (one per commit, minus background merges).
+const MAX_SEGMENTS_AFTER_RUN: usize = 4;
 
 /// A repository to index, as configured.
 #[derive(Clone, Debug)]
@@ -71,6 +75,25 @@ struct PendingChunk {
     file: usize,
     chunk: Chunk,
     embedding_input: String,
+    /// Search words of the definitions the chunk belongs to (`chunk_symbols`).
+    symbols: Vec<String>,
+}
+
+/// Words of the names of the definitions a chunk is part of: those that start in it, and those
+/// that enclose its first line (the class around a method, the function around a nested
+/// block), so a chunk is found by the names it defines or lives in.
+fn chunk_symbols(definitions: &[intelligence::Tag], chunk: &Chunk) -> Vec<String> {
+    let first = chunk.start_line.saturating_sub(1);
+    let last = first + chunk.body.lines().count().max(1);
+    let mut words = Vec::new();
+    for tag in definitions {
+        let starts_inside = (first..last).contains(&tag.line_range.start);
+        let encloses = tag.line_range.start < first && tag.line_range.end > first;
+        if starts_inside || encloses {
+            words.extend(tokenize_words(&tag.name));
+        }
+    }
+    words
 }
 
 struct PendingFile {
@@ -252,6 +275,7 @@ impl CodeIndexer {
         self.flush_pending(&mut summary).await?;
         summary.removed = self.remove_stale(&repo.source_id, &expected)?;
         self.commit()?;
+        self.compact()?;
         summary.seconds = started.elapsed().as_secs_f64();
         progress.finish(&summary);
         Ok(summary)
@@ -302,11 +326,16 @@ impl CodeIndexer {
         };
         let chunk_size = language.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE);
         let canonical = language.canonical_name().to_string();
-        let chunks = {
+        let (chunks, definitions) = {
             let text = text.clone();
             let canonical = canonical.clone();
-            tokio::task::spawn_blocking(move || intelligence::chunks(&canonical, &text, chunk_size))
-                .await?
+            tokio::task::spawn_blocking(move || {
+                (
+                    intelligence::chunks(&canonical, &text, chunk_size),
+                    intelligence::find_definitions(&canonical, &text),
+                )
+            })
+            .await?
         };
         // A stale record of this file (failed chunks) is replaced.
         self.writer
@@ -322,10 +351,12 @@ impl CodeIndexer {
                 &format!("```{rel}\n{}\n```", chunk.body),
                 self.embedding.as_ref().map_or(0, |e| e.max_input_bytes),
             );
+            let symbols = chunk_symbols(&definitions, &chunk);
             self.pending_chunks.push(PendingChunk {
                 file: file_index,
                 chunk,
                 embedding_input,
+                symbols,
             });
         }
         self.pending_files.push(PendingFile {
@@ -413,6 +444,9 @@ impl CodeIndexer {
                 .chain(tokenize_words(&pending.chunk.body))
             {
                 doc.add_text(schema.field_chunk_words, word);
+            }
+            for word in &pending.symbols {
+                doc.add_text(schema.field_chunk_symbols, word);
             }
             match &embedding {
                 Some(vector) => {
@@ -538,6 +572,32 @@ impl CodeIndexer {
         Ok(removed)
     }
 
+    /// Merges every searchable segment into one when there are more than
+    /// `MAX_SEGMENTS_AFTER_RUN` (see there). Background merges the writer started may hold some
+    /// of them; the merge is retried until those finish. Returns the segment count afterwards.
+    pub fn compact(&mut self) -> anyhow::Result<usize> {
+        let index = self.writer.index().clone();
+        for attempt in 0.. {
+            let ids = index.searchable_segment_ids()?;
+            if ids.len() <= MAX_SEGMENTS_AFTER_RUN {
+                return Ok(ids.len());
+            }
+            match self.writer.merge(&ids).wait() {
+                Ok(_) => {
+                    self.reader.reload()?;
+                    return Ok(index.searchable_segment_ids()?.len());
+                }
+                // A segment is still in a background merge: wait for it and try again.
+                Err(e) if attempt < 100 => {
+                    tracing::debug!("segment merge deferred: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                Err(e) => return Err(e).context("merging index segments"),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
     pub fn commit(&mut self) -> anyhow::Result<()> {
         self.writer.commit()?;
         self.reader.reload()?;
@@ -576,5 +636,44 @@ async fn probe_dimension(model: &dyn Embedding) -> anyhow::Result<usize> {
     match vectors.first() {
         Some(v) if !v.is_empty() => Ok(v.len()),
         _ => anyhow::bail!("the embedding model returned no vector"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_carry_the_names_they_define_and_live_in() {
+        let text = "import os\n\n\nclass HelpFormatter:\n    def __init__(self):\n        self.width = 80\n\n    def write_dl(self, rows):\n        for row in rows:\n            self.write(row)\n\n\ndef main():\n    pass\n";
+        let definitions = intelligence::find_definitions("python", text);
+        let chunk = |start_line: usize, body: &str| Chunk {
+            body: body.to_string(),
+            start_line,
+            offset: 0,
+        };
+        // A chunk inside the class that starts `write_dl`: its own name and the class's.
+        let method = chunk(
+            8,
+            "    def write_dl(self, rows):\n        for row in rows:\n            self.write(row)\n",
+        );
+        assert_eq!(
+            chunk_symbols(&definitions, &method),
+            vec![
+                "helpformatter",
+                "help",
+                "formatter",
+                "write_dl",
+                "write",
+                "dl"
+            ]
+        );
+        // The imports define nothing and lie in nothing.
+        assert!(chunk_symbols(&definitions, &chunk(1, "import os\n")).is_empty());
+        // The last function, on its own.
+        assert_eq!(
+            chunk_symbols(&definitions, &chunk(13, "def main():\n    pass\n")),
+            vec!["main"]
+        );
     }
 }

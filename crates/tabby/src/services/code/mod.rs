@@ -21,7 +21,7 @@ use tabby_common::{
     config::CodeSearchParams,
     index::{
         IndexSchema,
-        code::{code_search_filter, fields, filtered},
+        code::{code_search_filter, exclude_file, fields, filtered},
         stored_json,
     },
     languages::LanguageTable,
@@ -31,11 +31,13 @@ use tabby_inference::Embedding;
 use tantivy::{
     DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument,
     collector::TopDocs,
-    query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery},
+    query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery},
     schema::{IndexRecordOption, Value},
 };
 
-use self::hamming::{BitsCache, HammingCollector, pack_words, sort_hits};
+use self::hamming::{
+    BitsCache, CachedFilterQuery, FilterCache, ScanFilter, hamming_leg, pack_words, sort_hits,
+};
 pub use self::query::QueryStrategy;
 
 /// RRF constant: each list contributes 1 / (RRF_K + rank), ranks from 1.
@@ -77,6 +79,7 @@ pub struct CodeSearchService {
     pub query_strategy: QueryStrategy,
     loaded: Mutex<Option<Arc<Loaded>>>,
     bits: Arc<BitsCache>,
+    filter_docs: Arc<FilterCache>,
 }
 
 /// The legs of one search, before fusion (for `tabby eval`).
@@ -102,6 +105,7 @@ impl CodeSearchService {
             query_strategy: QueryStrategy::default(),
             loaded: Mutex::new(None),
             bits: Arc::new(BitsCache::default()),
+            filter_docs: Arc::default(),
         }
     }
 
@@ -159,29 +163,52 @@ impl CodeSearchService {
             .as_deref()
             .map(|l| self.languages.get(l).canonical_name().to_string())
             .filter(|l| l != "unknown");
+        let live: Vec<_> = searcher
+            .segment_readers()
+            .iter()
+            .map(|s| s.segment_id())
+            .collect();
+        self.bits.retain(&live);
+        self.filter_docs.retain(&live);
+        // The same matches as `code_search_filter`, with the positive part served from the
+        // per-segment filter cache.
         let filters = || {
-            code_search_filter(
-                &query.source_id,
-                language.as_deref(),
-                query.filepath.as_deref(),
-            )
+            let mut clauses: Vec<(Occur, Box<dyn Query>)> = vec![(
+                Occur::Must,
+                Box::new(CachedFilterQuery {
+                    cache: self.filter_docs.clone(),
+                    source_id: query.source_id.clone(),
+                    language: language.clone(),
+                }),
+            )];
+            clauses.extend(query.filepath.as_deref().map(exclude_file));
+            clauses
         };
-        let bm25_terms = self.query_strategy.bm25_terms(&query.content);
-        let bm25 = bm25_leg(
-            &searcher,
-            self.query_strategy.bm25_field(),
-            &bm25_terms,
-            filters(),
-            num_to_score,
-        )?;
+        let bm25_query = Bm25Query {
+            fields: self.query_strategy.bm25_fields(),
+            tokens: self.query_strategy.bm25_terms(&query.content),
+            prune_common: self.query_strategy.prunes_common_terms(),
+        };
+        let embedding = self
+            .embedding
+            .as_ref()
+            .filter(|e| e.model_id == loaded.meta.embedding_model && loaded.meta.embedding_dim > 0);
+        // With an embedding leg, BM25 runs on a blocking thread meanwhile (the query embedding
+        // and the popcount scan take about as long as it does), so a lone query uses both cores.
+        let bm25_task = match embedding {
+            Some(_) => {
+                let searcher = searcher.clone();
+                let filters = filters();
+                Bm25Task::Spawned(tokio::task::spawn_blocking(move || {
+                    bm25_leg(&searcher, &bm25_query, filters, num_to_score)
+                }))
+            }
+            None => Bm25Task::Inline(bm25_query),
+        };
 
         let mut embedding_hits = Vec::new();
         let mut has_embedding = false;
-        if let Some(embedding) = self
-            .embedding
-            .as_ref()
-            .filter(|e| e.model_id == loaded.meta.embedding_model && loaded.meta.embedding_dim > 0)
-        {
+        if let Some(embedding) = embedding {
             let text = self.query_strategy.embedding_text(&query.content);
             let vector = embedding
                 .model
@@ -198,30 +225,40 @@ impl CodeSearchService {
                 })?;
             has_embedding = true;
             embedding_hits = match self.embedding_leg {
-                EmbeddingLeg::Bits => {
-                    self.bits.retain(
-                        &searcher
-                            .segment_readers()
-                            .iter()
-                            .map(|s| s.segment_id())
-                            .collect::<Vec<_>>(),
-                    );
-                    let collector = HammingCollector {
-                        query: Arc::new(pack_words(&vector)),
-                        dim: vector.len(),
-                        limit: num_to_score,
-                        cache: self.bits.clone(),
-                    };
-                    let filter = BooleanQuery::new(filters());
-                    searcher
-                        .search(&filter, &collector)
-                        .map_err(|e| CodeSearchError::Other(e.into()))?
-                }
-                EmbeddingLeg::Tokens => {
-                    token_embedding_leg(&searcher, &vector, filters(), num_to_score)?
-                }
+                EmbeddingLeg::Bits => hamming_leg(
+                    &searcher,
+                    &self.bits,
+                    &self.filter_docs,
+                    &pack_words(&vector),
+                    vector.len(),
+                    num_to_score,
+                    &ScanFilter {
+                        source_id: &query.source_id,
+                        language: language.as_deref(),
+                        exclude_filepath: query.filepath.as_deref(),
+                    },
+                )
+                .map_err(|e| CodeSearchError::Other(e.into()))?,
+                EmbeddingLeg::Tokens => token_embedding_leg(
+                    &searcher,
+                    &vector,
+                    code_search_filter(
+                        &query.source_id,
+                        language.as_deref(),
+                        query.filepath.as_deref(),
+                    ),
+                    num_to_score,
+                )?,
             };
         }
+        let bm25 = match bm25_task {
+            Bm25Task::Inline(bm25_query) => {
+                bm25_leg(&searcher, &bm25_query, filters(), num_to_score)?
+            }
+            Bm25Task::Spawned(task) => task.await.map_err(|e| {
+                CodeSearchError::Other(anyhow::anyhow!("BM25 search failed: {e}"))
+            })??,
+        };
         Ok(SearchLegs {
             searcher,
             bm25,
@@ -251,26 +288,103 @@ impl CodeSearchService {
     }
 }
 
+enum Bm25Task {
+    Inline(Bm25Query),
+    Spawned(tokio::task::JoinHandle<Result<LegHits, CodeSearchError>>),
+}
+
+/// The BM25 leg's query: its terms (each once, with its count in the query) and how to treat
+/// terms most chunks contain.
+struct Bm25Query {
+    fields: Vec<Bm25Field>,
+    tokens: Vec<String>,
+    /// Drop terms that too many code rows contain (see `Bm25Field::max_share`).
+    prune_common: bool,
+}
+
+pub use self::query::Bm25Field;
+
+/// Indexes smaller than this keep every query term: there a word in half the chunks can still
+/// be what tells them apart.
+const MIN_ROWS_TO_PRUNE: u64 = 1000;
+/// Query terms kept even when all of them are common (the rarest first).
+const MIN_TERMS_KEPT: usize = 4;
+
+/// The number of code rows, when the index is large enough to prune common terms.
+fn rows_to_prune(searcher: &Searcher) -> Option<u64> {
+    let schema = IndexSchema::instance();
+    let rows = searcher
+        .doc_freq(&schema.corpus_term(tabby_common::index::corpus::CODE))
+        .ok()?;
+    (rows >= MIN_ROWS_TO_PRUNE).then_some(rows)
+}
+
 fn bm25_leg(
     searcher: &Searcher,
-    field: tantivy::schema::Field,
-    tokens: &[String],
+    query: &Bm25Query,
     filters: Vec<(Occur, Box<dyn Query>)>,
     limit: usize,
 ) -> Result<LegHits, CodeSearchError> {
-    if tokens.is_empty() || limit == 0 {
+    if query.tokens.is_empty() || limit == 0 {
         return Ok(vec![]);
     }
-    let terms: Vec<(Occur, Box<dyn Query>)> = tokens
-        .iter()
-        .map(|t| {
-            let term = tantivy::Term::from_field_text(field, t);
-            (
-                Occur::Should,
-                Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>,
-            )
+    // A token the query repeats is one clause boosted by its count: the same score as one
+    // clause per occurrence, but its postings are walked once.
+    let mut counts: Vec<(tantivy::Term, f32, &Bm25Field)> = Vec::new();
+    for field in &query.fields {
+        for token in &query.tokens {
+            let term = tantivy::Term::from_field_text(field.field, token);
+            match counts.iter_mut().find(|(t, ..)| *t == term) {
+                Some((_, n, _)) => *n += field.weight,
+                None => counts.push((term, field.weight, field)),
+            }
+        }
+    }
+    if let Some(rows) = query
+        .prune_common
+        .then(|| rows_to_prune(searcher))
+        .flatten()
+    {
+        let mut with_df: Vec<(tantivy::Term, f32, &Bm25Field, u64)> = counts
+            .into_iter()
+            .map(|(term, n, field)| {
+                let df = searcher.doc_freq(&term).unwrap_or(0);
+                (term, n, field, df)
+            })
+            .filter(|(.., df)| *df > 0)
+            .collect();
+        with_df.sort_by_key(|(.., df)| *df);
+        let common = |(_, _, field, df): &(tantivy::Term, f32, &Bm25Field, u64)| {
+            *df as f64 > rows as f64 * field.max_share
+        };
+        let kept: Vec<_> = with_df.iter().filter(|t| !common(t)).cloned().collect();
+        let with_df = if kept.len() >= MIN_TERMS_KEPT.min(with_df.len()) {
+            kept
+        } else {
+            with_df.truncate(MIN_TERMS_KEPT);
+            with_df
+        };
+        counts = with_df
+            .into_iter()
+            .map(|(term, n, field, _)| (term, n, field))
+            .collect();
+    }
+    let terms: Vec<(Occur, Box<dyn Query>)> = counts
+        .into_iter()
+        .map(|(term, n, _)| {
+            let query: Box<dyn Query> =
+                Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs));
+            let query = if n != 1.0 {
+                Box::new(BoostQuery::new(query, n))
+            } else {
+                query
+            };
+            (Occur::Should, query)
         })
         .collect();
+    if terms.is_empty() {
+        return Ok(vec![]);
+    }
     let query = filtered(Box::new(BooleanQuery::new(terms)), filters);
     let mut hits = searcher
         .search(&query, &TopDocs::with_limit(limit).order_by_score())

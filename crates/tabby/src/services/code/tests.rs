@@ -65,39 +65,50 @@ async fn fixture() -> Fixture {
         "def parse_config(x):\n    return 'secret from repo b'\n",
     );
 
-    let index_dir = tmp.path().join("index");
-    let embedding = HashEmbedding::new(DIM);
-    let model_id = embedding.model_id();
-    let model: Arc<dyn tabby_inference::Embedding> = Arc::new(embedding);
-    let mut indexer = CodeIndexer::open(
-        &index_dir,
-        Some(EmbeddingSetup {
-            model: model.clone(),
-            model_id: model_id.clone(),
-            max_input_bytes: 5120,
-        }),
-        LanguageTable::builtin(),
-    )
-    .await
-    .unwrap();
-    for (id, dir) in [("config:a", &a), ("config:b", &b)] {
+    let (service, _) = index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], true).await;
+    Fixture { _tmp: tmp, service }
+}
+
+/// Indexes each `(source id, directory)` into `root/index` (with the hash embedding, or none)
+/// and returns a search service over it and each run's summary.
+async fn index_sources(
+    root: &Path,
+    sources: &[(&str, &Path)],
+    with_embedding: bool,
+) -> (CodeSearchService, Vec<tabby_index::RepositorySummary>) {
+    let index_dir = root.join("index");
+    let embedding = with_embedding.then(|| {
+        let embedding = HashEmbedding::new(DIM);
+        CodeSearchEmbedding {
+            model_id: embedding.model_id(),
+            model: Arc::new(embedding),
+        }
+    });
+    let setup = embedding.as_ref().map(|e| EmbeddingSetup {
+        model: e.model.clone(),
+        model_id: e.model_id.clone(),
+        max_input_bytes: 5120,
+    });
+    let mut indexer = CodeIndexer::open(&index_dir, setup, LanguageTable::builtin())
+        .await
+        .unwrap();
+    let mut summaries = Vec::new();
+    for (id, dir) in sources {
         let repo = RepositoryToIndex {
-            source_id: id.into(),
+            source_id: id.to_string(),
             git_url: format!("file://{}", dir.display()),
             refs: vec![],
         };
-        indexer
-            .index_repository(&repo, &tmp.path().join("repos"), &NoProgress)
-            .await
-            .unwrap();
+        summaries.push(
+            indexer
+                .index_repository(&repo, &root.join("repos"), &NoProgress)
+                .await
+                .unwrap(),
+        );
     }
     drop(indexer);
-    let service = CodeSearchService::new(
-        index_dir,
-        Some(CodeSearchEmbedding { model, model_id }),
-        Arc::new(LanguageTable::builtin()),
-    );
-    Fixture { _tmp: tmp, service }
+    let service = CodeSearchService::new(index_dir, embedding, Arc::new(LanguageTable::builtin()));
+    (service, summaries)
 }
 
 fn open_params(n: usize) -> CodeSearchParams {
@@ -274,16 +285,149 @@ async fn bits_and_tokens_rank_identically() {
         None,
         "config:a",
     );
-    f.service.embedding_leg = EmbeddingLeg::Bits;
-    let bits = f.service.search_legs(&q, 50).await.unwrap();
-    f.service.embedding_leg = EmbeddingLeg::Tokens;
-    let tokens = f.service.search_legs(&q, 50).await.unwrap();
+    assert_legs_agree(&mut f.service, &q).await;
+    // With every filter: language group and the query's own file.
+    let filtered = query(
+        "def parse_config(path): return load_config(path)",
+        Some("python"),
+        Some("src/many.py"),
+        "config:a",
+    );
+    assert_legs_agree(&mut f.service, &filtered).await;
+}
+
+/// Both forms of the embedding leg return the same rows, scores and order.
+async fn assert_legs_agree(service: &mut CodeSearchService, q: &CodeSearchQuery) -> usize {
+    service.embedding_leg = EmbeddingLeg::Bits;
+    let bits = service.search_legs(q, 50).await.unwrap();
+    service.embedding_leg = EmbeddingLeg::Tokens;
+    let tokens = service.search_legs(q, 50).await.unwrap();
+    service.embedding_leg = EmbeddingLeg::Bits;
     assert!(!bits.embedding.is_empty());
     assert_eq!(bits.embedding.len(), tokens.embedding.len());
     for (a, b) in bits.embedding.iter().zip(tokens.embedding.iter()) {
         assert_eq!(a.1, b.1, "same order");
         assert!((a.0 - b.0).abs() < 1e-5, "same score: {} vs {}", a.0, b.0);
     }
+    bits.embedding.len()
+}
+
+#[tokio::test]
+async fn deleted_rows_leave_both_legs() {
+    let mut f = fixture().await;
+    let q = query(
+        "parse_config text line split",
+        Some("python"),
+        None,
+        "config:a",
+    );
+    let files = |legs: &SearchLegs| -> Vec<String> {
+        legs.bm25
+            .iter()
+            .chain(&legs.embedding)
+            .filter_map(|(_, a)| CodeSearchService::document(&legs.searcher, *a))
+            .map(|d| d.filepath)
+            .collect()
+    };
+    let before = f.service.search_legs(&q, 50).await.unwrap();
+    assert!(files(&before).contains(&"src/single.py".to_string()));
+    let rows_before = assert_legs_agree(&mut f.service, &q).await;
+
+    // Re-index repo a without src/single.py: its rows are deleted, not merged away.
+    std::fs::remove_file(f._tmp.path().join("repo-a/src/single.py")).unwrap();
+    let repo_a = f._tmp.path().join("repo-a");
+    let (_, summaries) = index_sources(f._tmp.path(), &[("config:a", &repo_a)], true).await;
+    assert_eq!(summaries[0].removed, 1);
+
+    let mut after = f.service.search_legs(&q, 50).await.unwrap();
+    for _ in 0..50 {
+        if !files(&after).contains(&"src/single.py".to_string()) {
+            break;
+        }
+        // The reader reloads shortly after a commit.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        after = f.service.search_legs(&q, 50).await.unwrap();
+    }
+    assert!(!files(&after).contains(&"src/single.py".to_string()));
+    let rows_after = assert_legs_agree(&mut f.service, &q).await;
+    assert_eq!(rows_after, rows_before - 1);
+}
+
+/// A plain directory of `files` Python files, each with a term every chunk shares, indexed
+/// with the hash embedding.
+async fn large_index(files: usize) -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("big");
+    for i in 0..files {
+        let extra = if i == 7 {
+            "    needle_marker = haystack_probe\n"
+        } else {
+            ""
+        };
+        write(
+            &dir,
+            &format!("pkg/m{i}.py"),
+            &format!("def shared_helper_{i}(value):\n{extra}    return common_word(value, {i})\n"),
+        );
+    }
+    let (service, _) = index_sources(tmp.path(), &[("config:big", &dir)], true).await;
+    Fixture { _tmp: tmp, service }
+}
+
+#[tokio::test]
+async fn large_indexes_drop_terms_most_chunks_contain() {
+    let mut f = large_index(600).await;
+    let bm25 = |legs: SearchLegs| -> Vec<(String, f32)> {
+        legs.bm25
+            .iter()
+            .filter_map(|(s, a)| {
+                CodeSearchService::document(&legs.searcher, *a).map(|d| (d.filepath, *s))
+            })
+            .collect()
+    };
+    let q = |text: &str| query(text, Some("python"), None, "config:big");
+    let with_common = bm25(
+        f.service
+            .search_legs(&q("common_word needle_marker haystack_probe"), 10)
+            .await
+            .unwrap(),
+    );
+    let alone = bm25(
+        f.service
+            .search_legs(&q("needle_marker haystack_probe"), 10)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        with_common.len(),
+        1,
+        "only the needle's chunk: {with_common:?}"
+    );
+    assert_eq!(
+        with_common, alone,
+        "the common term adds nothing once dropped"
+    );
+    assert_eq!(with_common[0].0, "pkg/m7.py");
+
+    // A query made only of common terms keeps its rarest ones.
+    let common_only = bm25(
+        f.service
+            .search_legs(&q("common_word value"), 10)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(common_only.len(), 10);
+
+    // The upstream strategy keeps every term: the common one matches every chunk.
+    f.service.query_strategy = QueryStrategy::Upstream;
+    let upstream = bm25(
+        f.service
+            .search_legs(&q("common_word needle_marker haystack_probe"), 10)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(upstream.len(), 10);
+    assert_eq!(upstream[0].0, "pkg/m7.py");
 }
 
 #[tokio::test]
@@ -298,4 +442,44 @@ async fn no_index_is_not_ready() {
         .search_in_language(query("x", None, None, "config:a"), open_params(5))
         .await;
     assert!(matches!(result, Err(CodeSearchError::NotReady)));
+}
+
+#[tokio::test]
+async fn a_definition_outranks_its_callers_on_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    write(
+        &dir,
+        "formatting.py",
+        "class HelpFormatter:\n    def write_dl(self, rows):\n        for first, second in rows:\n            self.buffer.append(first)\n",
+    );
+    write(
+        &dir,
+        "commands.py",
+        "def format_commands(ctx, rows):\n    rows = sorted(rows)\n    ctx.formatter.write_dl(rows)\n",
+    );
+    // Unrelated files, so that word frequencies look like a repository's.
+    for i in 0..20 {
+        write(
+            &dir,
+            &format!("other_{i}.py"),
+            &format!("def compute_{i}(value):\n    return value * {i}\n"),
+        );
+    }
+    let (service, _) = index_sources(tmp.path(), &[("config:fmt", &dir)], false).await;
+
+    let hits = service
+        .search_in_language(
+            query(
+                "Write a definition list into the formatter",
+                None,
+                None,
+                "config:fmt",
+            ),
+            open_params(5),
+        )
+        .await
+        .unwrap();
+    let files: Vec<_> = hits.iter().map(|h| h.doc.filepath.as_str()).collect();
+    assert_eq!(files.first(), Some(&"formatting.py"), "{files:?}");
 }
