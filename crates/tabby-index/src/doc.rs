@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use tabby_common::index::{
     IndexSchema,
-    code::{binarize_embedding, pack_embedding_bits, tokenize_code, tokenize_words},
+    code::{binarize_embedding, pack_embedding_bits, search_words, tokenize_code},
     corpus,
 };
 use tantivy::{
@@ -214,10 +214,7 @@ impl DocIndexer {
             for token in tokenize_code(chunk) {
                 row.add_text(schema.field_chunk_tokens, token);
             }
-            for word in tokenize_words(title)
-                .into_iter()
-                .chain(tokenize_words(chunk))
-            {
+            for word in search_words(title).into_iter().chain(search_words(chunk)) {
                 row.add_text(schema.field_chunk_words, word);
             }
             if let Some(vector) = embedding {

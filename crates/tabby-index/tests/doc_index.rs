@@ -163,7 +163,8 @@ fn rows(dir: &Path, id: &str) -> Rows {
     }
 }
 
-/// How many structured-doc chunk rows of `source` contain the lower-cased `word`.
+/// How many structured-doc chunk rows of `source` contain the lower-cased `word` (stemmed, as
+/// the index stores it).
 fn word_hits(dir: &Path, source: &str, word: &str) -> usize {
     let index = Index::open_in_dir(dir).unwrap();
     let schema = IndexSchema::instance();
@@ -180,7 +181,10 @@ fn word_hits(dir: &Path, source: &str, word: &str) -> usize {
         (
             Occur::Must,
             Box::new(TermQuery::new(
-                Term::from_field_text(schema.field_chunk_words, word),
+                Term::from_field_text(
+                    schema.field_chunk_words,
+                    &tabby_common::index::stem::stem(word),
+                ),
                 IndexRecordOption::Basic,
             )),
         ),

@@ -3,7 +3,7 @@
 
 use tantivy::query::{BooleanQuery, Occur, Query};
 
-use super::{IndexSchema, corpus};
+use super::{IndexSchema, corpus, stem::stem};
 
 /// Keys of a code chunk's `chunk_attributes`.
 pub mod fields {
@@ -52,6 +52,12 @@ pub fn tokenize_words(text: &str) -> Vec<String> {
         }
     }
     words
+}
+
+/// `tokenize_words` with every word stemmed (`stem::stem`): what `chunk_words` and
+/// `chunk_symbols` hold. Queries on those fields stem their words the same way.
+pub fn search_words(text: &str) -> Vec<String> {
+    tokenize_words(text).iter().map(|w| stem(w)).collect()
 }
 
 /// Splits an identifier at `_`, lower→upper changes, acronym ends and letter/digit changes.

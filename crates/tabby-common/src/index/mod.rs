@@ -11,6 +11,7 @@
 //! fast field (`chunk_embedding_bits`) for a popcount scan with the same ranking.
 
 pub mod code;
+pub mod stem;
 
 use std::sync::OnceLock;
 
@@ -29,7 +30,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 pub struct IndexSchema {
     pub schema: Schema,

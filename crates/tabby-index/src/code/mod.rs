@@ -18,7 +18,7 @@ use tabby_common::{
     git_url::{canonicalize_git_url, redact_credentials},
     index::{
         IndexSchema,
-        code::{binarize_embedding, fields, pack_embedding_bits, tokenize_code, tokenize_words},
+        code::{binarize_embedding, fields, pack_embedding_bits, search_words, tokenize_code},
         corpus,
     },
     languages::LanguageTable,
@@ -90,7 +90,7 @@ fn chunk_symbols(definitions: &[intelligence::Tag], chunk: &Chunk) -> Vec<String
         let starts_inside = (first..last).contains(&tag.line_range.start);
         let encloses = tag.line_range.start < first && tag.line_range.end > first;
         if starts_inside || encloses {
-            words.extend(tokenize_words(&tag.name));
+            words.extend(search_words(&tag.name));
         }
     }
     words
@@ -439,9 +439,9 @@ impl CodeIndexer {
             for token in tokenize_code(&pending.chunk.body) {
                 doc.add_text(schema.field_chunk_tokens, token);
             }
-            for word in tokenize_words(&file.filepath)
+            for word in search_words(&file.filepath)
                 .into_iter()
-                .chain(tokenize_words(&pending.chunk.body))
+                .chain(search_words(&pending.chunk.body))
             {
                 doc.add_text(schema.field_chunk_words, word);
             }

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value as Json;
 use tabby_common::{
     api::doc::{DocSearch, DocSearchDocument, DocSearchHit},
-    index::{IndexSchema, code::tokenize_words, corpus, stored_json},
+    index::{IndexSchema, code::search_words, corpus, stored_json},
 };
 use tantivy::{
     Index, TantivyDocument,
@@ -68,7 +68,7 @@ fn search_index(
     content: &str,
     limit: usize,
 ) -> anyhow::Result<Vec<DocSearchHit>> {
-    let words = tokenize_words(content);
+    let words = search_words(content);
     if source_ids.is_empty()
         || words.is_empty()
         || limit == 0
@@ -190,7 +190,7 @@ mod tests {
                 schema.field_chunk_attributes,
                 &OwnedValue::from(json!({ CHUNK_TEXT: text })),
             );
-            for word in tokenize_words(text) {
+            for word in search_words(text) {
                 chunk.add_text(schema.field_chunk_words, word);
             }
             writer.add_document(chunk).unwrap();

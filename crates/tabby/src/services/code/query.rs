@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use tabby_common::index::{
     IndexSchema,
     code::{tokenize_code, tokenize_words},
+    stem::stem,
 };
 use tantivy::schema::Field;
 
@@ -101,6 +102,7 @@ impl QueryStrategy {
             QueryStrategy::Tuned => tokenize_words(last_lines(content, TUNED_LAST_LINES))
                 .into_iter()
                 .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+                .map(|w| stem(&w))
                 .collect(),
         }
     }
@@ -130,10 +132,10 @@ mod tests {
     }
 
     #[test]
-    fn tuned_terms_drop_stop_words_and_split_compounds() {
+    fn tuned_terms_drop_stop_words_split_compounds_and_stem() {
         assert_eq!(
             QueryStrategy::Tuned.bm25_terms("Return the parsedValue of a file"),
-            vec!["return", "parsedvalue", "parsed", "value", "file"]
+            vec!["return", "parsedvalu", "pars", "valu", "file"]
         );
         assert_eq!(
             QueryStrategy::Upstream.bm25_terms("the parsedValue"),
