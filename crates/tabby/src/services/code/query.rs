@@ -47,8 +47,12 @@ const WORDS_MAX_SHARE: f64 = 1.0 / 3.0;
 /// a definition.
 const SYMBOLS_MAX_SHARE: f64 = 1.0 / 20.0;
 
-/// Lines of a multi-line query (the text before the cursor) that the tuned strategy keeps.
-const TUNED_LAST_LINES: usize = 10;
+/// Lines of a multi-line query (the text before the cursor) that the tuned strategy keeps: the
+/// BM25 leg matches words, and the nearest lines hold the words of what is being written (on
+/// click, 4–6 lines ranked the callee's definition best: MRR@10 0.15–0.18 against 0.12 for 10
+/// and 0.10 for 20; README, "Retrieval quality"); the embedding leg did best with 10.
+const TUNED_BM25_LINES: usize = 5;
+const TUNED_EMBEDDING_LINES: usize = 10;
 
 const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "into", "is", "it",
@@ -99,7 +103,7 @@ impl QueryStrategy {
     pub fn bm25_terms(&self, content: &str) -> Vec<String> {
         match self {
             QueryStrategy::Upstream => tokenize_code(content),
-            QueryStrategy::Tuned => tokenize_words(last_lines(content, TUNED_LAST_LINES))
+            QueryStrategy::Tuned => tokenize_words(last_lines(content, TUNED_BM25_LINES))
                 .into_iter()
                 .filter(|w| !STOP_WORDS.contains(&w.as_str()))
                 .map(|w| stem(&w))
@@ -110,7 +114,7 @@ impl QueryStrategy {
     pub fn embedding_text(&self, content: &str) -> String {
         match self {
             QueryStrategy::Upstream => content.to_string(),
-            QueryStrategy::Tuned => last_lines(content, TUNED_LAST_LINES).to_string(),
+            QueryStrategy::Tuned => last_lines(content, TUNED_EMBEDDING_LINES).to_string(),
         }
     }
 }
@@ -129,6 +133,9 @@ mod tests {
         );
         assert_eq!(QueryStrategy::Upstream.embedding_text(&text), text);
         assert_eq!(last_lines("one line", 12), "one line");
+        let terms = QueryStrategy::Tuned.bm25_terms(&text);
+        assert_eq!(terms.first().map(String::as_str), Some("line26"));
+        assert_eq!(terms.last().map(String::as_str), Some("call"));
     }
 
     #[test]
