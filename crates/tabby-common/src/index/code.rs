@@ -93,6 +93,34 @@ fn split_identifier(token: &str) -> Vec<String> {
     parts
 }
 
+/// Whether a repository path is test code: under a `test`, `tests`, `__tests__`, `spec` or
+/// `testdata` directory, or named like a test in the common conventions (`test_x.py`,
+/// `x_test.py`, `x_test.go`, `x.test.ts`, `x.spec.js`, `XTest.java`, `XTests.cs`, `x_spec.rb`,
+/// `conftest.py`).
+pub fn is_test_path(path: &str) -> bool {
+    let path = path.replace('\\', "/");
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let name = parts.pop().unwrap_or_default();
+    if parts.iter().any(|dir| {
+        matches!(
+            dir.to_ascii_lowercase().as_str(),
+            "test" | "tests" | "__tests__" | "spec" | "testdata"
+        )
+    }) {
+        return true;
+    }
+    let (stem, _) = name.split_once('.').unwrap_or((name, ""));
+    let lower = name.to_ascii_lowercase();
+    stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_spec")
+        || stem.ends_with("Test")
+        || stem.ends_with("Tests")
+        || lower.contains(".test.")
+        || lower.contains(".spec.")
+        || lower == "conftest.py"
+}
+
 /// `embedding_one_{i}` where the value is positive, `embedding_zero_{i}` otherwise.
 pub fn binarize_embedding<'a>(embedding: impl IntoIterator<Item = &'a f32>) -> Vec<String> {
     embedding
@@ -198,6 +226,37 @@ mod tests {
             ]
         );
         assert_eq!(tokenize_words("plain x"), vec!["plain", "x"]);
+    }
+
+    #[test]
+    fn test_paths() {
+        for path in [
+            "tests/test_basic.py",
+            "src/pkg/tests/helpers.py",
+            "test_cli.py",
+            "pkg/io_test.py",
+            "server/handler_test.go",
+            "web/app.test.tsx",
+            "web/app.spec.js",
+            "web/__tests__/app.js",
+            "src/test/java/com/x/ParserTest.java",
+            "Lib/ParserTests.cs",
+            "spec/models/user_spec.rb",
+            "conftest.py",
+            "pkg\\tests\\x.py",
+        ] {
+            assert!(is_test_path(path), "{path}");
+        }
+        for path in [
+            "src/click/testing.py",
+            "src/contest.py",
+            "src/latest.py",
+            "src/attestation/verify.rs",
+            "web/spectrum.ts",
+            "README.md",
+        ] {
+            assert!(!is_test_path(path), "{path}");
+        }
     }
 
     #[test]

@@ -18,7 +18,10 @@ use tabby_common::{
     git_url::{canonicalize_git_url, redact_credentials},
     index::{
         IndexSchema,
-        code::{binarize_embedding, fields, pack_embedding_bits, search_words, tokenize_code},
+        code::{
+            binarize_embedding, fields, is_test_path, pack_embedding_bits, search_words,
+            tokenize_code,
+        },
         corpus,
     },
     languages::LanguageTable,
@@ -448,6 +451,10 @@ impl CodeIndexer {
             for word in &pending.symbols {
                 doc.add_text(schema.field_chunk_symbols, word);
             }
+            doc.add_u64(
+                schema.field_chunk_in_test,
+                u64::from(is_test_path(&file.filepath)),
+            );
             match &embedding {
                 Some(vector) => {
                     for token in binarize_embedding(vector) {

@@ -188,6 +188,7 @@ impl CodeSearchService {
             fields: self.query_strategy.bm25_fields(),
             tokens: self.query_strategy.bm25_terms(&query.content),
             prune_common: self.query_strategy.prunes_common_terms(),
+            test_penalty: self.query_strategy.test_penalty(),
         };
         let embedding = self
             .embedding
@@ -300,6 +301,8 @@ struct Bm25Query {
     tokens: Vec<String>,
     /// Drop terms that too many code rows contain (see `Bm25Field::max_share`).
     prune_common: bool,
+    /// Factor on the scores of chunks of test files (see `QueryStrategy::test_penalty`).
+    test_penalty: Option<f32>,
 }
 
 pub use self::query::Bm25Field;
@@ -325,6 +328,7 @@ fn bm25_leg(
     filters: Vec<(Occur, Box<dyn Query>)>,
     limit: usize,
 ) -> Result<LegHits, CodeSearchError> {
+    let test_penalty = query.test_penalty;
     if query.tokens.is_empty() || limit == 0 {
         return Ok(vec![]);
     }
@@ -386,12 +390,49 @@ fn bm25_leg(
         return Ok(vec![]);
     }
     let query = filtered(Box::new(BooleanQuery::new(terms)), filters);
-    let mut hits = searcher
-        .search(&query, &TopDocs::with_limit(limit).order_by_score())
-        .map_err(|e| CodeSearchError::Other(e.into()))?;
-    sort_hits(&mut hits);
-    Ok(hits)
+    let search = |n: usize| {
+        searcher
+            .search(&query, &TopDocs::with_limit(n).order_by_score())
+            .map_err(|e| CodeSearchError::Other(e.into()))
+    };
+    let Some(penalty) = test_penalty else {
+        let mut hits = search(limit)?;
+        sort_hits(&mut hits);
+        return Ok(hits);
+    };
+    // Chunks of test files score `penalty` times their BM25 score. Over-fetch, re-score and
+    // re-sort; fetch more while a row beyond the fetched ones could still make the top `limit`
+    // (its raw score, an upper bound, is at most the lowest fetched one).
+    let mut fetch = limit * 3;
+    loop {
+        let mut hits = search(fetch)?;
+        let complete = hits.len() < fetch;
+        let lowest_raw = hits.last().map_or(0.0, |(s, _)| *s);
+        let mut columns: HashMap<u32, Option<tantivy::columnar::Column<u64>>> = HashMap::new();
+        for (score, address) in hits.iter_mut() {
+            let column = columns.entry(address.segment_ord).or_insert_with(|| {
+                searcher
+                    .segment_reader(address.segment_ord)
+                    .fast_fields()
+                    .u64("chunk_in_test")
+                    .ok()
+            });
+            if column.as_ref().and_then(|c| c.first(address.doc_id)) == Some(1) {
+                *score *= penalty;
+            }
+        }
+        sort_hits(&mut hits);
+        hits.truncate(limit);
+        let kth = hits.last().map_or(0.0, |(s, _)| *s);
+        if complete || hits.len() < limit || kth >= lowest_raw || fetch >= MAX_PENALTY_FETCH {
+            return Ok(hits);
+        }
+        fetch *= 4;
+    }
 }
+
+/// The most candidates the test-file penalty re-scores for one query.
+const MAX_PENALTY_FETCH: usize = 10_000;
 
 fn token_embedding_leg(
     searcher: &Searcher,

@@ -47,6 +47,9 @@ const WORDS_MAX_SHARE: f64 = 1.0 / 3.0;
 /// a definition.
 const SYMBOLS_MAX_SHARE: f64 = 1.0 / 20.0;
 
+/// See `QueryStrategy::test_penalty`; chosen with `tabby eval` on click (README).
+const TEST_PENALTY: f32 = 0.5;
+
 /// Lines of a multi-line query (the text before the cursor) that the tuned strategy keeps: the
 /// BM25 leg matches words, and the nearest lines hold the words of what is being written (on
 /// click, 4–6 lines ranked the callee's definition best: MRR@10 0.15–0.18 against 0.12 for 10
@@ -92,6 +95,15 @@ impl QueryStrategy {
                     max_share: SYMBOLS_MAX_SHARE,
                 },
             ],
+        }
+    }
+
+    /// The factor on the BM25 scores of test-file chunks: definitions live in source files,
+    /// while tests repeat their names in every call (upstream: none).
+    pub fn test_penalty(&self) -> Option<f32> {
+        match self {
+            QueryStrategy::Upstream => None,
+            QueryStrategy::Tuned => Some(TEST_PENALTY),
         }
     }
 

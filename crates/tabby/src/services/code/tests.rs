@@ -483,3 +483,49 @@ async fn a_definition_outranks_its_callers_on_its_name() {
     let files: Vec<_> = hits.iter().map(|h| h.doc.filepath.as_str()).collect();
     assert_eq!(files.first(), Some(&"formatting.py"), "{files:?}");
 }
+
+#[tokio::test]
+async fn a_definition_outranks_the_tests_that_call_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    write(
+        &dir,
+        "src/render.py",
+        "def render_markdown(text):\n    return convert(text)\n",
+    );
+    // More tests naming it than the leg fetches at first (3 × its limit).
+    for i in 0..10 {
+        write(
+            &dir,
+            &format!("tests/test_render_{i}.py"),
+            "def test_render_markdown():\n    assert render_markdown('# a') == render_markdown('# a')\n    assert render_markdown('') == ''\n",
+        );
+    }
+    for i in 0..20 {
+        write(
+            &dir,
+            &format!("src/other_{i}.py"),
+            &format!("def compute_{i}(value):\n    return value * {i}\n"),
+        );
+    }
+    let (mut service, _) = index_sources(tmp.path(), &[("config:r", &dir)], false).await;
+    let q = query("Render markdown", None, None, "config:r");
+    let first = |hits: Vec<CodeSearchHit>| hits.first().map(|h| h.doc.filepath.clone());
+    let tuned = service
+        .search_in_language(q.clone(), open_params(5))
+        .await
+        .unwrap();
+    assert_eq!(first(tuned).as_deref(), Some("src/render.py"));
+    let legs = service.search_legs(&q, 2).await.unwrap();
+    let top = CodeSearchService::document(&legs.searcher, legs.bm25[0].1).unwrap();
+    assert_eq!(
+        top.filepath, "src/render.py",
+        "found beyond the first fetch"
+    );
+    // Upstream's scoring has no penalty: the test that names it three times wins.
+    service.query_strategy = QueryStrategy::Upstream;
+    let q = query("render_markdown", None, None, "config:r");
+    let upstream = service.search_in_language(q, open_params(5)).await.unwrap();
+    let top = first(upstream).unwrap();
+    assert!(top.starts_with("tests/test_render_"), "{top}");
+}
