@@ -395,7 +395,16 @@ fn bm25_leg(
             .search(&query, &TopDocs::with_limit(n).order_by_score())
             .map_err(|e| CodeSearchError::Other(e.into()))
     };
-    let Some(penalty) = test_penalty else {
+    // No penalty to apply when no segment holds a test chunk (the column's maximum is 0).
+    let any_tests = || {
+        searcher.segment_readers().iter().any(|segment| {
+            segment
+                .fast_fields()
+                .u64("chunk_in_test")
+                .is_ok_and(|c| c.max_value() > 0)
+        })
+    };
+    let Some(penalty) = test_penalty.filter(|_| any_tests()) else {
         let mut hits = search(limit)?;
         sort_hits(&mut hits);
         return Ok(hits);
