@@ -335,26 +335,10 @@ fn answer_config(chat: Option<&FakeServer>, embedder: &FakeServer, repos: &[&Pat
         ));
     }
     if let Some(chat) = chat {
-        config.push_str(&format!(
-            "[model.chat.http]\nkind = \"openai/chat\"\napi_endpoint = \"{}/v1\"\nmodel_name = \"fake-chat\"\n\n",
-            chat.url()
-        ));
+        config.push_str(&openai_chat_config(&chat.url(), "fake-chat"));
     }
-    config.push_str(&format!(
-        r#"[model.embedding.http]
-kind = "openai/embedding"
-api_endpoint = "{}/v1"
-model_name = "fake-embed"
-
-[answer.code_search_params]
-min_embedding_score = -1.0
-min_bm25_score = -1.0
-min_rrf_score = -1.0
-num_to_return = 20
-num_to_score = 40
-"#,
-        embedder.url()
-    ));
+    config.push_str(&openai_embedding_config(&embedder.url(), "fake-embed"));
+    config.push_str(&open_search_params("answer"));
     config
 }
 

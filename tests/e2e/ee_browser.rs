@@ -40,9 +40,8 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
     )
     .await;
     let config = format!(
-        "[model.chat.http]\nkind = \"openai/chat\"\napi_endpoint = \"{}/v1\"\nmodel_name = \"fake\"\n\n\
-         [[repositories]]\ngit_url = \"file://{}\"\n",
-        chat.url(),
+        "{}[[repositories]]\ngit_url = \"file://{}\"\n",
+        openai_chat_config(&chat.url(), "fake"),
         repo.display()
     );
     let server = TabbyServer::start_ee(&config, &[]);

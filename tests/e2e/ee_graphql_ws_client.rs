@@ -30,9 +30,8 @@ async fn ee_graphql_ws_npm_client_runs_a_thread() {
     )
     .await;
     let config = format!(
-        "[model.chat.http]\nkind = \"openai/chat\"\napi_endpoint = \"{}/v1\"\nmodel_name = \"fake\"\n\n\
-         [[repositories]]\ngit_url = \"file://{}\"\n",
-        chat.url(),
+        "{}[[repositories]]\ngit_url = \"file://{}\"\n",
+        openai_chat_config(&chat.url(), "fake"),
         repo.display()
     );
     let server = TabbyServer::start_ee(&config, &[]);

@@ -50,20 +50,8 @@ impl Env {
         let embedder =
             FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
         let models = tempfile::tempdir().unwrap();
-        let config = format!(
-            r#"[model.chat.http]
-kind = "openai/chat"
-api_endpoint = "{}/v1"
-model_name = "fake-chat"
-
-[model.embedding.http]
-kind = "openai/embedding"
-api_endpoint = "{}/v1"
-model_name = "fake-embed"
-"#,
-            chat.url(),
-            embedder.url()
-        );
+        let config = openai_chat_config(&chat.url(), "fake-chat")
+            + &openai_embedding_config(&embedder.url(), "fake-embed");
         let server = TabbyServer::start_ee(
             &config,
             &[("TABBY_MODEL_CACHE_ROOT", models.path().to_str().unwrap())],

@@ -145,21 +145,11 @@ git_url = "file://{shop}"
 [[repositories]]
 git_url = "file://{vault}"
 
-[model.embedding.http]
-kind = "openai/embedding"
-api_endpoint = "{embed}/v1"
-model_name = "fake-embed"
-
-[completion.code_search_params]
-min_embedding_score = -1.0
-min_bm25_score = -1.0
-min_rrf_score = -1.0
-num_to_return = 20
-num_to_score = 40
-{completion}"#,
+{embedding}{params}{completion}"#,
         shop = shop.display(),
         vault = vault.display(),
-        embed = embedder.url(),
+        embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
+        params = open_search_params("completion"),
         completion = llama_completion_config(&model.url()),
     );
     let server = TabbyServer::start_ee(&config, &[]);

@@ -10,16 +10,9 @@ use crate::support::*;
 
 fn config_for(dir: &std::path::Path, embed_url: &str) -> String {
     format!(
-        r#"
-[[repositories]]
-git_url = "file://{}"
-
-[model.embedding.http]
-kind = "openai/embedding"
-api_endpoint = "{embed_url}/v1"
-model_name = "fake"
-"#,
-        dir.display()
+        "[[repositories]]\ngit_url = \"file://{}\"\n\n{}",
+        dir.display(),
+        openai_embedding_config(embed_url, "fake")
     )
 }
 

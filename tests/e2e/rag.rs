@@ -56,20 +56,10 @@ async fn completion_prompt_contains_the_repository_snippet() {
 [[repositories]]
 git_url = "file://{repo}"
 
-[model.embedding.http]
-kind = "openai/embedding"
-api_endpoint = "{embed}/v1"
-model_name = "fake-embed"
-
-[completion.code_search_params]
-min_embedding_score = -1.0
-min_bm25_score = -1.0
-min_rrf_score = -1.0
-num_to_return = 20
-num_to_score = 40
-{completion}"#,
+{embedding}{params}{completion}"#,
         repo = repo.display(),
-        embed = embedder.url(),
+        embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
+        params = open_search_params("completion"),
         completion = llama_completion_config(&model.url()),
     );
     let server = TabbyServer::start(&config);

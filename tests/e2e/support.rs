@@ -218,6 +218,28 @@ prompt_template = "<PRE> {{prefix}} <SUF>{{suffix}} <MID>"
     )
 }
 
+/// `[model.chat.http]` for an OpenAI-style fake chat model named `model_name`.
+pub fn openai_chat_config(endpoint: &str, model_name: &str) -> String {
+    format!(
+        "[model.chat.http]\nkind = \"openai/chat\"\napi_endpoint = \"{endpoint}/v1\"\nmodel_name = \"{model_name}\"\n\n"
+    )
+}
+
+/// `[model.embedding.http]` for an OpenAI-style fake embedding model named `model_name`.
+pub fn openai_embedding_config(endpoint: &str, model_name: &str) -> String {
+    format!(
+        "[model.embedding.http]\nkind = \"openai/embedding\"\napi_endpoint = \"{endpoint}/v1\"\nmodel_name = \"{model_name}\"\n\n"
+    )
+}
+
+/// `[<section>.code_search_params]` with every threshold off, 20 hits from 40 per leg
+/// (`section` is `completion` or `answer`).
+pub fn open_search_params(section: &str) -> String {
+    format!(
+        "[{section}.code_search_params]\nmin_embedding_score = -1.0\nmin_bm25_score = -1.0\nmin_rrf_score = -1.0\nnum_to_return = 20\nnum_to_score = 40\n\n"
+    )
+}
+
 /// The events logged so far, as JSON values (all files under `events/`).
 pub fn read_events(root: &Path) -> Vec<Value> {
     let mut events = Vec::new();

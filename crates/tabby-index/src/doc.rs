@@ -15,7 +15,7 @@ use tabby_common::index::{
     corpus,
 };
 use tantivy::{
-    IndexReader, IndexWriter, ReloadPolicy, TantivyDocument,
+    IndexReader, IndexWriter, TantivyDocument,
     collector::DocSetCollector,
     query::{BooleanQuery, Occur},
     schema::{OwnedValue, Value},
@@ -103,16 +103,7 @@ pub struct DocIndexer {
 impl DocIndexer {
     pub fn open(dir: &Path, embedding: Option<EmbeddingSetup>) -> anyhow::Result<Self> {
         let index = meta::open_or_create(dir)?;
-        let writer = index.writer(WRITER_HEAP_BYTES).map_err(|e| match e {
-            tantivy::TantivyError::LockFailure(..) => {
-                anyhow::anyhow!("the index at {} is locked by another writer", dir.display())
-            }
-            e => e.into(),
-        })?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
+        let (writer, reader) = meta::open_writer(&index, dir, WRITER_HEAP_BYTES)?;
         Ok(Self {
             writer,
             reader,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use tabby_common::index::{IndexSchema, SCHEMA_VERSION};
-use tantivy::{Index, directory::MmapDirectory};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, directory::MmapDirectory};
 
 use crate::code::intelligence::{DEFAULT_CHUNK_SIZE, TAGS_QUERY_VERSION};
 
@@ -65,6 +65,27 @@ pub fn write_meta(dir: &Path, meta: &IndexMeta) -> anyhow::Result<()> {
     std::fs::write(&tmp, serde_json::to_vec_pretty(meta)?)?;
     std::fs::rename(&tmp, meta_path(dir))?;
     Ok(())
+}
+
+/// The index's writer (holding Tantivy's lock) and a manually reloaded reader, with a clear
+/// error when another process holds the lock.
+pub fn open_writer(
+    index: &Index,
+    dir: &Path,
+    heap_bytes: usize,
+) -> anyhow::Result<(IndexWriter, IndexReader)> {
+    let writer = index.writer(heap_bytes).map_err(|e| match e {
+        tantivy::TantivyError::LockFailure(..) => anyhow::anyhow!(
+            "the index at {} is locked by another process (is `tabby serve` or another `tabby index` indexing?)",
+            dir.display()
+        ),
+        e => e.into(),
+    })?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    Ok((writer, reader))
 }
 
 /// Opens (or creates) the index in `dir`, wiping it first when it was written with another

@@ -87,16 +87,6 @@ impl BackgroundJobEvent {
     }
 }
 
-/// Every job name `jobs` reports (the ones this server runs).
-pub const JOB_NAMES: [&str; 6] = [
-    "scheduler_git",
-    "web_crawler",
-    "index_garbage_collection",
-    "ingestion_index_sync",
-    "hourly",
-    "daily",
-];
-
 /// A run's log: `<RFC 3339 time> [LEVEL]: message` lines.
 pub struct JobLog {
     file: Mutex<std::fs::File>,

@@ -28,7 +28,7 @@ use tabby_common::{
 };
 use tabby_inference::Embedding;
 use tantivy::{
-    Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term,
+    Index, IndexReader, IndexWriter, TantivyDocument, Term,
     collector::{Count, DocSetCollector},
     query::{BooleanQuery, Occur, RangeQuery, TermQuery},
     schema::{IndexRecordOption, OwnedValue, Value},
@@ -136,17 +136,7 @@ impl CodeIndexer {
             Some(setup) => probe_dimension(setup.model.as_ref()).await?,
             None => 0,
         };
-        let writer = index.writer(WRITER_HEAP_BYTES).map_err(|e| match e {
-            tantivy::TantivyError::LockFailure(..) => anyhow::anyhow!(
-                "the index at {} is locked by another process (is `tabby serve` or another `tabby index` indexing?)",
-                dir.display()
-            ),
-            e => e.into(),
-        })?;
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
+        let (writer, reader) = meta::open_writer(&index, dir, WRITER_HEAP_BYTES)?;
         let mut indexer = CodeIndexer {
             dir: dir.to_path_buf(),
             writer,
