@@ -17,6 +17,7 @@ mod ee_policy;
 mod ee_subscriptions;
 mod ee_usage;
 mod errors;
+mod eval_cli;
 mod events;
 mod index_cli;
 mod info_routes;

@@ -193,8 +193,12 @@ pub async fn eval(
     out: Option<PathBuf>,
     embedding: String,
     strategy: QueryStrategy,
+    num_to_score: usize,
     thresholds: bool,
 ) -> anyhow::Result<()> {
+    if num_to_score == 0 {
+        anyhow::bail!("--num-to-score must be at least 1");
+    }
     let paths = TabbyPaths::from_env();
     let config = load_config(&paths, config)?;
     let embedding = match embedding.as_str() {
@@ -237,6 +241,7 @@ pub async fn eval(
         out,
         embedding,
         strategy,
+        num_to_score,
         thresholds,
         config,
     })

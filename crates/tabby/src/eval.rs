@@ -24,7 +24,8 @@ use tabby_common::{
 use tabby_index::{CodeIndexer, EmbeddingSetup, NoProgress, RepositoryToIndex};
 
 use crate::services::code::{
-    CodeSearchEmbedding, CodeSearchService, QueryStrategy, finish, rrf_merge,
+    CodeSearchEmbedding, CodeSearchService, LegHits, QueryStrategy, finish, finish_with_cap,
+    rrf_merge,
 };
 
 const K: usize = 10;
@@ -85,6 +86,8 @@ pub struct EvalOptions {
     pub out: Option<PathBuf>,
     pub embedding: Option<CodeSearchEmbedding>,
     pub strategy: QueryStrategy,
+    /// Candidates each leg returns (`num_to_score`) when thresholds are off.
+    pub num_to_score: usize,
     /// Apply the configured thresholds (completion params for completion queries, answer params
     /// for nl queries) instead of switching them off.
     pub thresholds: bool,
@@ -173,6 +176,27 @@ fn score(query: &EvalQuery, results: &[Range]) -> Metrics {
     }
 }
 
+/// Sums of per-query recalls: bm25 candidates, embedding candidates, either, rrf uncapped.
+#[derive(Default)]
+struct Ceiling {
+    recall: [f64; 4],
+    n: usize,
+}
+
+/// The share of the query's relevant ranges that some result overlaps, at any rank.
+fn recall_in(query: &EvalQuery, results: &[Range]) -> f64 {
+    let found = query
+        .relevant
+        .iter()
+        .filter(|r| {
+            results.iter().any(|x| {
+                x.filepath == r.filepath && x.start_line <= r.end_line && r.start_line <= x.end_line
+            })
+        })
+        .count();
+    found as f64 / query.relevant.len().max(1) as f64
+}
+
 fn add(total: &mut Metrics, m: &Metrics) {
     for i in 0..3 {
         total.recall[i] += m.recall[i];
@@ -226,6 +250,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let mut results: BTreeMap<Leg, Vec<(String, Vec<Range>)>> = BTreeMap::new();
     let mut totals: BTreeMap<(Leg, String), Metrics> = BTreeMap::new();
     let mut latencies = Vec::new();
+    let mut ceilings: BTreeMap<String, Ceiling> = BTreeMap::new();
     for query in &queries {
         let source = match query.corpus.as_deref() {
             Some(c) if sources.contains_key(c) => c.to_string(),
@@ -249,7 +274,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
                 options.config.answer.code_search_params.clone()
             }
         } else {
-            CodeSearchParams::without_thresholds(K, 40)
+            CodeSearchParams::without_thresholds(K, options.num_to_score)
         };
         params.num_to_return = K;
         let t = Instant::now();
@@ -257,8 +282,40 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             .search_legs(&search_query, params.num_to_score)
             .await?;
         let fused = rrf_merge(&legs.bm25, &legs.embedding);
-        let rrf_hits = finish(&legs.searcher, fused, &params, legs.has_embedding);
+        let rrf_hits = finish(&legs.searcher, fused.clone(), &params, legs.has_embedding);
         latencies.push(t.elapsed());
+
+        // Ceilings: where the relevant chunks are among all candidates, and the fused top 10
+        // without the per-file cap.
+        let ranges_of = |hits: &LegHits| -> Vec<Range> {
+            hits.iter()
+                .filter_map(|(_, a)| CodeSearchService::document(&legs.searcher, *a))
+                .map(|d| to_range(&d))
+                .collect()
+        };
+        let bm25_all = ranges_of(&legs.bm25);
+        let embedding_all = ranges_of(&legs.embedding);
+        let either: Vec<Range> = bm25_all.iter().chain(&embedding_all).cloned().collect();
+        let uncapped: Vec<Range> = finish_with_cap(
+            &legs.searcher,
+            fused,
+            &params,
+            legs.has_embedding,
+            usize::MAX,
+        )
+        .iter()
+        .map(|h| to_range(&h.doc))
+        .collect();
+        let ceiling = ceilings.entry(query.kind.clone()).or_default();
+        ceiling.n += 1;
+        for (sum, found) in ceiling.recall.iter_mut().zip([
+            recall_in(query, &bm25_all),
+            recall_in(query, &embedding_all),
+            recall_in(query, &either),
+            score(query, &uncapped).recall[2],
+        ]) {
+            *sum += found;
+        }
 
         for leg in &options.legs {
             let ranges: Vec<Range> = match leg {
@@ -338,6 +395,29 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             m.recall[2] / n,
             m.mrr / n,
             m.ndcg / n
+        );
+    }
+    println!(
+        "\nceilings (recall over each leg's {} candidates, and the fused top {K} without the cap of two hits per file):",
+        if options.thresholds {
+            "configured number of".to_string()
+        } else {
+            options.num_to_score.to_string()
+        }
+    );
+    println!(
+        "| kind | n | bm25 candidates | embedding candidates | either leg | rrf top {K}, no per-file cap |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (kind, c) in &ceilings {
+        let n = c.n.max(1) as f64;
+        println!(
+            "| {kind} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            c.n,
+            c.recall[0] / n,
+            c.recall[1] / n,
+            c.recall[2] / n,
+            c.recall[3] / n
         );
     }
     latencies.sort();

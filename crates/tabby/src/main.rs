@@ -90,6 +90,10 @@ enum Command {
         /// How the search text is turned into query tokens and embedding input.
         #[arg(long, value_enum, default_value = "tuned")]
         strategy: QueryStrategyArg,
+        /// Candidates each leg returns before fusion when thresholds are off (with
+        /// --thresholds, the configured `num_to_score` applies).
+        #[arg(long, default_value_t = 40)]
+        num_to_score: usize,
         /// Apply the configured score thresholds (default: off, to rank every candidate).
         #[arg(long)]
         thresholds: bool,
@@ -171,6 +175,7 @@ fn main() -> std::process::ExitCode {
                 out,
                 embedding,
                 strategy,
+                num_to_score,
                 thresholds,
                 config,
             } => {
@@ -182,6 +187,7 @@ fn main() -> std::process::ExitCode {
                     out,
                     embedding,
                     strategy.into(),
+                    num_to_score,
                     thresholds,
                 )
                 .await

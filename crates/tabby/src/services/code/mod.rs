@@ -525,6 +525,17 @@ pub fn finish(
     params: &CodeSearchParams,
     has_embedding: bool,
 ) -> Vec<CodeSearchHit> {
+    finish_with_cap(searcher, fused, params, has_embedding, MAX_HITS_PER_FILE)
+}
+
+/// `finish` with another per-file cap (`tabby eval` measures what the cap costs).
+pub fn finish_with_cap(
+    searcher: &Searcher,
+    fused: Vec<Fused>,
+    params: &CodeSearchParams,
+    has_embedding: bool,
+    max_hits_per_file: usize,
+) -> Vec<CodeSearchHit> {
     let mut per_file: HashMap<String, usize> = HashMap::new();
     let mut hits = Vec::new();
     for candidate in fused
@@ -538,7 +549,7 @@ pub fn finish(
             continue;
         };
         let count = per_file.entry(doc.file_id.clone()).or_default();
-        if *count >= MAX_HITS_PER_FILE {
+        if *count >= max_hits_per_file {
             continue;
         }
         *count += 1;

@@ -1,0 +1,198 @@
+//! `tabby eval` from the command line: a small labelled corpus is indexed into a temporary
+//! index, every query runs through each leg, results are written in the eval set's format, and
+//! the per-kind table and the ceilings are printed; bad input stops it with a message.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+const CONFIG: &str = "import json\n\n\ndef parse_config_file(path):\n    with open(path) as handle:\n        return json.load(handle)\n\n\ndef merge_config_layers(base, override):\n    merged = dict(base)\n    merged.update(override)\n    return merged\n";
+const RENDER: &str = "def render_html_table(rows):\n    cells = ['<td>' + str(cell) + '</td>' for row in rows for cell in row]\n    return '<table>' + ''.join(cells) + '</table>'\n\n\ndef escape_html_text(text):\n    return text.replace('&', '&amp;').replace('<', '&lt;')\n";
+const CHECKSUM: &str = "import hashlib\n\n\ndef compute_file_checksum(path):\n    digest = hashlib.sha256()\n    with open(path, 'rb') as handle:\n        digest.update(handle.read())\n    return digest.hexdigest()\n";
+const APP: &str = "from config import parse_config_file\nfrom render import render_html_table\n\n\ndef main(path):\n    settings = load_settings(path)\n    rows = settings['rows']\n    page = ";
+
+fn write_corpus(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, text) in [
+        ("config.py", CONFIG),
+        ("render.py", RENDER),
+        ("checksum.py", CHECKSUM),
+        ("app.py", APP),
+    ] {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+}
+
+fn query_lines() -> Vec<Value> {
+    vec![
+        json!({"id": "nl-config", "set": "tiny", "kind": "nl", "language": "python",
+               "query": "Parse the config file at a path", "filepath": null,
+               "relevant": [{"filepath": "config.py", "start_line": 4, "end_line": 6}]}),
+        json!({"id": "nl-checksum", "set": "tiny", "kind": "nl", "language": "python",
+               "query": "Compute the sha256 checksum of a file", "filepath": null,
+               "relevant": [{"filepath": "checksum.py", "start_line": 4, "end_line": 8}]}),
+        json!({"id": "cc-render", "set": "tiny", "kind": "completion", "language": "python",
+               "query": APP, "filepath": "app.py",
+               "relevant": [{"filepath": "render.py", "start_line": 1, "end_line": 3}]}),
+    ]
+}
+
+fn write_queries(path: &Path, lines: &[Value]) {
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+fn read_results(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The row `| leg | kind | n | R@1 | R@5 | R@10 | … |` of the printed table, as numbers.
+fn table_row(stdout: &str, leg: &str, kind: &str) -> Vec<f64> {
+    let prefix = format!("| {leg} | {kind} |");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no row {prefix} in:\n{stdout}"));
+    line.trim_matches('|')
+        .split('|')
+        .skip(2)
+        .map(|c| c.trim().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn eval_scores_every_leg_writes_results_and_prints_ceilings() {
+    let root = tempfile::tempdir().unwrap();
+    let corpus = root.path().join("corpus");
+    write_corpus(&corpus);
+    let queries = root.path().join("queries.jsonl");
+    write_queries(&queries, &query_lines());
+    let out = root.path().join("results.jsonl");
+
+    let (status, stdout, stderr) = run_tabby(
+        root.path(),
+        &[
+            "eval",
+            "--queries",
+            queries.to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--embedding",
+            "hash",
+            "--num-to-score",
+            "5",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+
+    // The lexical leg finds both definitions by their words, first.
+    let bm25_nl = table_row(&stdout, "bm25", "nl");
+    assert_eq!(bm25_nl[0], 2.0, "n");
+    assert_eq!(bm25_nl[1], 1.0, "R@1 of bm25 on nl:\n{stdout}");
+    assert_eq!(table_row(&stdout, "rrf", "all")[0], 3.0);
+    assert_eq!(table_row(&stdout, "embedding", "completion")[0], 1.0);
+    assert!(
+        stdout.contains("ceilings (recall over each leg's 5 candidates"),
+        "{stdout}"
+    );
+    let ceiling = stdout
+        .lines()
+        .find(|l| l.starts_with("| nl | 2 |"))
+        .unwrap_or_else(|| panic!("no nl ceiling row:\n{stdout}"));
+    let ceiling: Vec<f64> = ceiling
+        .trim_matches('|')
+        .split('|')
+        .skip(2)
+        .map(|c| c.trim().parse().unwrap())
+        .collect();
+    assert_eq!(
+        ceiling[0], 1.0,
+        "bm25 candidates hold every nl target:\n{stdout}"
+    );
+    assert!(
+        ceiling[2] >= ceiling[0] && ceiling[2] >= ceiling[1],
+        "{ceiling:?}"
+    );
+    assert!(stdout.contains("query latency"), "{stdout}");
+
+    // One results file per leg, one line per query, in the scorer's format.
+    for leg in ["bm25", "embedding", "rrf"] {
+        let rows = read_results(&root.path().join(format!("results.{leg}.jsonl")));
+        let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["nl-config", "nl-checksum", "cc-render"], "{leg}");
+        for row in &rows {
+            let results = row["results"].as_array().unwrap();
+            assert!(results.len() <= 5, "{leg}: {row}");
+            for r in results {
+                assert!(r["start_line"].as_u64().unwrap() <= r["end_line"].as_u64().unwrap());
+            }
+            // A completion query never gets its own file back.
+            if row["id"] == "cc-render" {
+                assert!(results.iter().all(|r| r["filepath"] != "app.py"), "{row}");
+            }
+        }
+        if leg == "bm25" {
+            assert_eq!(rows[0]["results"][0]["filepath"], "config.py");
+            assert_eq!(rows[1]["results"][0]["filepath"], "checksum.py");
+        }
+    }
+}
+
+#[test]
+fn eval_rejects_bad_input_with_a_message() {
+    let root = tempfile::tempdir().unwrap();
+    let corpus = root.path().join("corpus");
+    write_corpus(&corpus);
+    let queries = root.path().join("queries.jsonl");
+    write_queries(&queries, &query_lines());
+    let run = |extra: &[&str], queries: &Path| {
+        let mut args = vec![
+            "eval",
+            "--queries",
+            queries.to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--embedding",
+            "hash",
+        ];
+        args.extend_from_slice(extra);
+        run_tabby(root.path(), &args)
+    };
+
+    let (status, _, stderr) = run(&["--legs", "bm25,dense"], &queries);
+    assert!(!status.success());
+    assert!(stderr.contains("unknown leg \"dense\""), "{stderr}");
+
+    let (status, _, stderr) = run(&["--num-to-score", "0"], &queries);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("--num-to-score must be at least 1"),
+        "{stderr}"
+    );
+
+    let broken = root.path().join("broken.jsonl");
+    std::fs::write(
+        &broken,
+        format!("{}\n{{\"id\": \"x\", \"kind\": 3}}\n", query_lines()[0]),
+    )
+    .unwrap();
+    let (status, _, stderr) = run(&[], &broken);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("broken.jsonl:2: not a query"),
+        "names the file and line: {stderr}"
+    );
+
+    let (status, _, stderr) = run(&[], &root.path().join("missing.jsonl"));
+    assert!(!status.success());
+    assert!(stderr.contains("cannot read"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
