@@ -1,6 +1,8 @@
 //! Search latency over a synthetic code corpus at 10k and 100k chunks (2 cores): the BM25 leg,
 //! the embedding leg in both forms (packed-bit popcount scan vs. binarized-token union), and a
-//! whole hybrid search (both legs + RRF + reading the hits).
+//! whole hybrid search (both legs + RRF + reading the hits). The corpus has long functions
+//! (chunks where no definition starts) and test files, so the tuned BM25 leg's row factors
+//! are applied.
 //!
 //! Run: `cargo bench -p tabby --bench code_search` (figures on stdout). Set
 //! `CODE_SEARCH_BENCH_SIZES=10000` to run one size only, `CODE_SEARCH_BENCH_TOKENS=0` to skip
@@ -40,11 +42,20 @@ impl Rng {
     }
 }
 
-fn function(rng: &mut Rng) -> String {
+/// A short function, or with `long` one whose body runs on for a dozen more lines, so that
+/// some chunks hold only the middle or end of a body (no definition starts in them).
+fn function(rng: &mut Rng, long: bool) -> String {
     let name = rng.ident();
     let (a, b, c) = (rng.ident(), rng.ident(), rng.ident());
+    let more: String = if long {
+        (0..12)
+            .map(|_| format!("    {c} = {}({c}, {})\n", rng.ident(), rng.ident()))
+            .collect()
+    } else {
+        String::new()
+    };
     format!(
-        "def {name}({a}, {b}):\n    {c} = {}({a})\n    if {c} is None:\n        raise ValueError('{} {}')\n    return {}({c}, {b})\n\n\n",
+        "def {name}({a}, {b}):\n    {c} = {}({a})\n    if {c} is None:\n        raise ValueError('{} {}')\n{more}    return {}({c}, {b})\n\n\n",
         rng.ident(),
         rng.word(),
         rng.word(),
@@ -73,17 +84,27 @@ async fn run(chunks: usize) {
     let tmp = tempfile::tempdir().unwrap();
     let corpus = tmp.path().join("corpus");
     let mut rng = Rng(0x9E3779B97F4A7C15);
-    // Two functions make about one 512-char chunk; 10 functions per file.
-    let files = chunks / 5;
+    // 8 short and 2 long functions per file make about 11.6 chunks; one file in ten is a test
+    // file.
+    let files = chunks * 10 / 116;
     let mut queries = Vec::new();
     for f in 0..files {
-        let dir = corpus.join(format!("pkg{}", f % 100));
+        let dir = if f % 10 == 9 {
+            corpus.join("tests")
+        } else {
+            corpus.join(format!("pkg{}", f % 100))
+        };
         std::fs::create_dir_all(&dir).unwrap();
-        let text: String = (0..10).map(|_| function(&mut rng)).collect();
+        let text: String = (0..10).map(|i| function(&mut rng, i % 5 == 4)).collect();
         if f % (files / 200).max(1) == 0 {
             queries.push(text.lines().take(4).collect::<Vec<_>>().join("\n"));
         }
-        std::fs::write(dir.join(format!("module_{f}.py")), text).unwrap();
+        let name = if f % 10 == 9 {
+            format!("test_module_{f}.py")
+        } else {
+            format!("module_{f}.py")
+        };
+        std::fs::write(dir.join(name), text).unwrap();
     }
     let embedding = HashEmbedding::new(384);
     let model_id = embedding.model_id();

@@ -30,7 +30,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 pub struct IndexSchema {
     pub schema: Schema,
@@ -51,6 +51,8 @@ pub struct IndexSchema {
     pub field_chunk_embedding_bits: Field,
     /// 1 on the chunks of test files (`code::is_test_path`), for the tuned BM25 leg's penalty.
     pub field_chunk_in_test: Field,
+    /// 1 on the code chunks in which a definition (tags) starts, for the tuned BM25 leg.
+    pub field_chunk_defines: Field,
 }
 
 impl IndexSchema {
@@ -111,6 +113,7 @@ impl IndexSchema {
         let field_chunk_embedding_bits =
             builder.add_bytes_field("chunk_embedding_bits", BytesOptions::default().set_fast());
         let field_chunk_in_test = builder.add_u64_field("chunk_in_test", FAST);
+        let field_chunk_defines = builder.add_u64_field("chunk_defines", FAST);
         IndexSchema {
             schema: builder.build(),
             field_corpus,
@@ -127,6 +130,7 @@ impl IndexSchema {
             field_chunk_embedding_tokens,
             field_chunk_embedding_bits,
             field_chunk_in_test,
+            field_chunk_defines,
         }
     }
 

@@ -80,14 +80,15 @@ struct PendingChunk {
     embedding_input: String,
     /// Search words of the definitions the chunk belongs to (`chunk_symbols`).
     symbols: Vec<String>,
+    /// Whether a definition starts in the chunk (`chunk_defines`).
+    defines: bool,
 }
 
 /// Words of the names of the definitions a chunk is part of: those that start in it, and those
 /// that enclose its first line (the class around a method, the function around a nested
 /// block), so a chunk is found by the names it defines or lives in.
 fn chunk_symbols(definitions: &[intelligence::Tag], chunk: &Chunk) -> Vec<String> {
-    let first = chunk.start_line.saturating_sub(1);
-    let last = first + chunk.body.lines().count().max(1);
+    let (first, last) = chunk_lines(chunk);
     let mut words = Vec::new();
     for tag in definitions {
         let starts_inside = (first..last).contains(&tag.line_range.start);
@@ -97,6 +98,21 @@ fn chunk_symbols(definitions: &[intelligence::Tag], chunk: &Chunk) -> Vec<String
         }
     }
     words
+}
+
+/// A chunk's 0-based line range.
+fn chunk_lines(chunk: &Chunk) -> (usize, usize) {
+    let first = chunk.start_line.saturating_sub(1);
+    (first, first + chunk.body.lines().count().max(1))
+}
+
+/// Whether a definition starts in the chunk: its header (the `def`, `class`, `fn`, `impl` line)
+/// is in it, so it shows what the definition is called and takes.
+fn chunk_defines(definitions: &[intelligence::Tag], chunk: &Chunk) -> bool {
+    let (first, last) = chunk_lines(chunk);
+    definitions
+        .iter()
+        .any(|tag| (first..last).contains(&tag.line_range.start))
 }
 
 struct PendingFile {
@@ -345,11 +361,13 @@ impl CodeIndexer {
                 self.embedding.as_ref().map_or(0, |e| e.max_input_bytes),
             );
             let symbols = chunk_symbols(&definitions, &chunk);
+            let defines = chunk_defines(&definitions, &chunk);
             self.pending_chunks.push(PendingChunk {
                 file: file_index,
                 chunk,
                 embedding_input,
                 symbols,
+                defines,
             });
         }
         self.pending_files.push(PendingFile {
@@ -445,6 +463,7 @@ impl CodeIndexer {
                 schema.field_chunk_in_test,
                 u64::from(is_test_path(&file.filepath)),
             );
+            doc.add_u64(schema.field_chunk_defines, u64::from(pending.defines));
             match &embedding {
                 Some(vector) => {
                     for token in binarize_embedding(vector) {
@@ -671,6 +690,20 @@ mod tests {
         assert_eq!(
             chunk_symbols(&definitions, &chunk(13, "def main():\n    pass\n")),
             vec!["main"]
+        );
+
+        // Only chunks where a definition starts carry the flag.
+        assert!(chunk_defines(&definitions, &method));
+        assert!(chunk_defines(
+            &definitions,
+            &chunk(4, "class HelpFormatter:\n")
+        ));
+        assert!(!chunk_defines(&definitions, &chunk(1, "import os\n")));
+        let body = chunk(9, "        for row in rows:\n            self.write(row)\n");
+        assert!(!chunk_defines(&definitions, &body));
+        assert!(
+            !chunk_symbols(&definitions, &body).is_empty(),
+            "it still lies in both"
         );
     }
 }

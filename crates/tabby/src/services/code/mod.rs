@@ -188,7 +188,7 @@ impl CodeSearchService {
             fields: self.query_strategy.bm25_fields(),
             tokens: self.query_strategy.bm25_terms(&query.content),
             prune_common: self.query_strategy.prunes_common_terms(),
-            test_penalty: self.query_strategy.test_penalty(),
+            row_factors: self.query_strategy.row_factors(),
         };
         let embedding = self
             .embedding
@@ -301,11 +301,11 @@ struct Bm25Query {
     tokens: Vec<String>,
     /// Drop terms that too many code rows contain (see `Bm25Field::max_share`).
     prune_common: bool,
-    /// Factor on the scores of chunks of test files (see `QueryStrategy::test_penalty`).
-    test_penalty: Option<f32>,
+    /// Factors on the scores of kinds of chunks (see `QueryStrategy::row_factors`).
+    row_factors: Option<RowFactors>,
 }
 
-pub use self::query::Bm25Field;
+pub use self::query::{Bm25Field, RowFactors};
 
 /// Indexes smaller than this keep every query term: there a word in half the chunks can still
 /// be what tells them apart.
@@ -328,7 +328,7 @@ fn bm25_leg(
     filters: Vec<(Occur, Box<dyn Query>)>,
     limit: usize,
 ) -> Result<LegHits, CodeSearchError> {
-    let test_penalty = query.test_penalty;
+    let row_factors = query.row_factors;
     if query.tokens.is_empty() || limit == 0 {
         return Ok(vec![]);
     }
@@ -395,40 +395,27 @@ fn bm25_leg(
             .search(&query, &TopDocs::with_limit(n).order_by_score())
             .map_err(|e| CodeSearchError::Other(e.into()))
     };
-    // No penalty to apply when no segment holds a test chunk (the column's maximum is 0).
-    let any_tests = || {
-        searcher.segment_readers().iter().any(|segment| {
-            segment
-                .fast_fields()
-                .u64("chunk_in_test")
-                .is_ok_and(|c| c.max_value() > 0)
-        })
-    };
-    let Some(penalty) = test_penalty.filter(|_| any_tests()) else {
+    // No factor to apply when no segment holds a row it applies to.
+    let Some(factors) = row_factors.filter(|f| f.apply_to_any(searcher)) else {
         let mut hits = search(limit)?;
         sort_hits(&mut hits);
         return Ok(hits);
     };
-    // Chunks of test files score `penalty` times their BM25 score. Over-fetch, re-score and
-    // re-sort; fetch more while a row beyond the fetched ones could still make the top `limit`
-    // (its raw score, an upper bound, is at most the lowest fetched one).
+    // Chunks of test files and chunks where no definition starts score a fraction of their
+    // BM25 score. Over-fetch, re-score and re-sort; fetch more while a row beyond the fetched
+    // ones could still make the top `limit` (every factor is at most 1, so its raw score, at
+    // most the lowest fetched one, bounds it).
     let mut fetch = limit * 3;
     loop {
         let mut hits = search(fetch)?;
         let complete = hits.len() < fetch;
         let lowest_raw = hits.last().map_or(0.0, |(s, _)| *s);
-        let mut columns: HashMap<u32, Option<tantivy::columnar::Column<u64>>> = HashMap::new();
+        let mut columns: HashMap<u32, RowColumns> = HashMap::new();
         for (score, address) in hits.iter_mut() {
-            let column = columns.entry(address.segment_ord).or_insert_with(|| {
-                searcher
-                    .segment_reader(address.segment_ord)
-                    .fast_fields()
-                    .u64("chunk_in_test")
-                    .ok()
-            });
-            if column.as_ref().and_then(|c| c.first(address.doc_id)) == Some(1) {
-                *score *= penalty;
-            }
+            let columns = columns
+                .entry(address.segment_ord)
+                .or_insert_with(|| RowColumns::open(searcher, address.segment_ord));
+            *score *= columns.factor(&factors, address.doc_id);
         }
         sort_hits(&mut hits);
         hits.truncate(limit);
@@ -440,7 +427,37 @@ fn bm25_leg(
     }
 }
 
-/// The most candidates the test-file penalty re-scores for one query.
+/// A segment's columns that the row factors read.
+struct RowColumns {
+    in_test: Option<tantivy::columnar::Column<u64>>,
+    defines: Option<tantivy::columnar::Column<u64>>,
+}
+
+impl RowColumns {
+    fn open(searcher: &Searcher, segment_ord: u32) -> Self {
+        let fast = searcher.segment_reader(segment_ord).fast_fields();
+        RowColumns {
+            in_test: fast.u64("chunk_in_test").ok(),
+            defines: fast.u64("chunk_defines").ok(),
+        }
+    }
+
+    fn factor(&self, factors: &RowFactors, doc: tantivy::DocId) -> f32 {
+        let value = |column: &Option<tantivy::columnar::Column<u64>>| {
+            column.as_ref().and_then(|c| c.first(doc))
+        };
+        let mut factor = 1.0;
+        if value(&self.in_test) == Some(1) {
+            factor *= factors.test;
+        }
+        if value(&self.defines) == Some(0) {
+            factor *= factors.no_definition;
+        }
+        factor
+    }
+}
+
+/// The most candidates the row factors re-score for one query.
 const MAX_PENALTY_FETCH: usize = 10_000;
 
 fn token_embedding_leg(

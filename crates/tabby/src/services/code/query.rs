@@ -47,8 +47,31 @@ const WORDS_MAX_SHARE: f64 = 1.0 / 3.0;
 /// a definition.
 const SYMBOLS_MAX_SHARE: f64 = 1.0 / 20.0;
 
-/// See `QueryStrategy::test_penalty`; chosen with `tabby eval` on click (README).
+/// See `QueryStrategy::row_factors`; chosen with `tabby eval` on click (README).
 const TEST_PENALTY: f32 = 0.5;
+const NO_DEFINITION_PENALTY: f32 = 0.5;
+
+/// Factors (each at most 1) on the BM25 scores of kinds of chunks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowFactors {
+    /// Chunks of test files (`chunk_in_test`).
+    pub test: f32,
+    /// Chunks in which no definition starts (`chunk_defines` = 0): the middle or end of a
+    /// body, imports, module code.
+    pub no_definition: f32,
+}
+
+impl RowFactors {
+    /// Whether some segment holds a chunk that a factor below 1 applies to.
+    pub fn apply_to_any(&self, searcher: &tantivy::Searcher) -> bool {
+        searcher.segment_readers().iter().any(|segment| {
+            let fast = segment.fast_fields();
+            (self.test < 1.0 && fast.u64("chunk_in_test").is_ok_and(|c| c.max_value() > 0))
+                || (self.no_definition < 1.0
+                    && fast.u64("chunk_defines").is_ok_and(|c| c.min_value() == 0))
+        })
+    }
+}
 
 /// Lines of a multi-line query (the text before the cursor) that the tuned strategy keeps: the
 /// BM25 leg matches words, and the nearest lines hold the words of what is being written (on
@@ -98,12 +121,18 @@ impl QueryStrategy {
         }
     }
 
-    /// The factor on the BM25 scores of test-file chunks: definitions live in source files,
-    /// while tests repeat their names in every call (upstream: none).
-    pub fn test_penalty(&self) -> Option<f32> {
+    /// Factors on the BM25 scores of chunks (upstream: none). Searches look for definitions:
+    /// the function an nl question describes, the callee whose signature a completion needs.
+    /// Those live in source files, while tests repeat their names in every call; and a
+    /// definition's header (its name and parameters) is in the chunk where it starts, while the
+    /// chunks further down its body match the same words without showing what is defined.
+    pub fn row_factors(&self) -> Option<RowFactors> {
         match self {
             QueryStrategy::Upstream => None,
-            QueryStrategy::Tuned => Some(TEST_PENALTY),
+            QueryStrategy::Tuned => Some(RowFactors {
+                test: TEST_PENALTY,
+                no_definition: NO_DEFINITION_PENALTY,
+            }),
         }
     }
 

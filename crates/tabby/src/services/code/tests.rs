@@ -529,3 +529,49 @@ async fn a_definition_outranks_the_tests_that_call_it() {
     let top = first(upstream).unwrap();
     assert!(top.starts_with("tests/test_render_"), "{top}");
 }
+
+/// The start line of the BM25 leg's first chunk (and that the leg found several).
+async fn first_bm25_start(service: &CodeSearchService, q: &CodeSearchQuery) -> Option<usize> {
+    let legs = service.search_legs(q, 10).await.unwrap();
+    assert!(
+        legs.bm25.len() >= 2,
+        "the function is cut into several chunks"
+    );
+    CodeSearchService::document(&legs.searcher, legs.bm25[0].1)
+        .unwrap()
+        .start_line
+}
+
+#[tokio::test]
+async fn the_chunk_where_a_definition_starts_outranks_the_rest_of_its_body() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    // A function longer than one chunk: its header, then a body that repeats the words.
+    let body: String = (0..12)
+        .map(|i| format!("    state_{i} = remote.fetch_mirror_ref(url, refs[{i}], mirror)\n"))
+        .collect();
+    let text = format!(
+        "def sync_remote_mirror(url, refs, mirror):\n    remote = connect(url)\n{body}    return mirror\n"
+    );
+    assert!(text.len() > 700);
+    write(&dir, "mirror.py", &text);
+    for i in 0..20 {
+        write(
+            &dir,
+            &format!("other_{i}.py"),
+            &format!("def compute_{i}(value):\n    return value * {i}\n"),
+        );
+    }
+    let (mut service, _) = index_sources(tmp.path(), &[("config:m", &dir)], false).await;
+    let q = query("Fetch the remote mirror refs", None, None, "config:m");
+    assert_eq!(
+        first_bm25_start(&service, &q).await,
+        Some(1),
+        "the header's chunk comes first"
+    );
+    // Upstream's scoring has no such factor: a chunk of the body, which says "remote" and
+    // "mirror" more often, comes first.
+    service.query_strategy = QueryStrategy::Upstream;
+    let q = query("fetch remote mirror refs", None, None, "config:m");
+    assert_ne!(first_bm25_start(&service, &q).await, Some(1));
+}
