@@ -52,12 +52,49 @@ fn read_results(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The row `| leg | kind | n | R@1 | R@5 | R@10 | … |` of the printed table, as numbers.
-fn table_row(stdout: &str, leg: &str, kind: &str) -> Vec<f64> {
-    let prefix = format!("| {leg} | {kind} |");
+/// A temporary root with the corpus and the queries written.
+struct Fixture {
+    root: tempfile::TempDir,
+    corpus: std::path::PathBuf,
+    queries: std::path::PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let root = tempfile::tempdir().unwrap();
+        let corpus = root.path().join("corpus");
+        write_corpus(&corpus);
+        let queries = root.path().join("queries.jsonl");
+        write_queries(&queries, &query_lines());
+        Fixture {
+            root,
+            corpus,
+            queries,
+        }
+    }
+
+    /// Runs `tabby eval` on `queries` and the corpus with the hash embedding, plus `extra`.
+    fn eval(&self, queries: &Path, extra: &[&str]) -> (std::process::ExitStatus, String, String) {
+        let mut args = vec![
+            "eval",
+            "--queries",
+            queries.to_str().unwrap(),
+            "--corpus",
+            self.corpus.to_str().unwrap(),
+            "--embedding",
+            "hash",
+        ];
+        args.extend_from_slice(extra);
+        run_tabby(self.root.path(), &args)
+    }
+}
+
+/// The numbers after the two label cells of the printed table row that starts with `prefix`
+/// (`| bm25 | nl |` → n, R@1, R@5, R@10, MRR@10, nDCG@10; `| nl | 2 |` → the ceilings).
+fn table_row(stdout: &str, prefix: &str) -> Vec<f64> {
     let line = stdout
         .lines()
-        .find(|l| l.starts_with(&prefix))
+        .find(|l| l.starts_with(prefix))
         .unwrap_or_else(|| panic!("no row {prefix} in:\n{stdout}"));
     line.trim_matches('|')
         .split('|')
@@ -68,51 +105,25 @@ fn table_row(stdout: &str, leg: &str, kind: &str) -> Vec<f64> {
 
 #[test]
 fn eval_scores_every_leg_writes_results_and_prints_ceilings() {
-    let root = tempfile::tempdir().unwrap();
-    let corpus = root.path().join("corpus");
-    write_corpus(&corpus);
-    let queries = root.path().join("queries.jsonl");
-    write_queries(&queries, &query_lines());
-    let out = root.path().join("results.jsonl");
-
-    let (status, stdout, stderr) = run_tabby(
-        root.path(),
-        &[
-            "eval",
-            "--queries",
-            queries.to_str().unwrap(),
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--embedding",
-            "hash",
-            "--num-to-score",
-            "5",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+    let f = Fixture::new();
+    let out = f.root.path().join("results.jsonl");
+    let (status, stdout, stderr) = f.eval(
+        &f.queries,
+        &["--num-to-score", "5", "--out", out.to_str().unwrap()],
     );
     assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
 
     // The lexical leg finds both definitions by their words, first.
-    let bm25_nl = table_row(&stdout, "bm25", "nl");
+    let bm25_nl = table_row(&stdout, "| bm25 | nl |");
     assert_eq!(bm25_nl[0], 2.0, "n");
     assert_eq!(bm25_nl[1], 1.0, "R@1 of bm25 on nl:\n{stdout}");
-    assert_eq!(table_row(&stdout, "rrf", "all")[0], 3.0);
-    assert_eq!(table_row(&stdout, "embedding", "completion")[0], 1.0);
+    assert_eq!(table_row(&stdout, "| rrf | all |")[0], 3.0);
+    assert_eq!(table_row(&stdout, "| embedding | completion |")[0], 1.0);
     assert!(
         stdout.contains("ceilings (recall over each leg's 5 candidates"),
         "{stdout}"
     );
-    let ceiling = stdout
-        .lines()
-        .find(|l| l.starts_with("| nl | 2 |"))
-        .unwrap_or_else(|| panic!("no nl ceiling row:\n{stdout}"));
-    let ceiling: Vec<f64> = ceiling
-        .trim_matches('|')
-        .split('|')
-        .skip(2)
-        .map(|c| c.trim().parse().unwrap())
-        .collect();
+    let ceiling = table_row(&stdout, "| nl | 2 |");
     assert_eq!(
         ceiling[0], 1.0,
         "bm25 candidates hold every nl target:\n{stdout}"
@@ -125,7 +136,7 @@ fn eval_scores_every_leg_writes_results_and_prints_ceilings() {
 
     // One results file per leg, one line per query, in the scorer's format.
     for leg in ["bm25", "embedding", "rrf"] {
-        let rows = read_results(&root.path().join(format!("results.{leg}.jsonl")));
+        let rows = read_results(&f.root.path().join(format!("results.{leg}.jsonl")));
         let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["nl-config", "nl-checksum", "cc-render"], "{leg}");
         for row in &rows {
@@ -148,24 +159,10 @@ fn eval_scores_every_leg_writes_results_and_prints_ceilings() {
 
 #[test]
 fn eval_rejects_bad_input_with_a_message() {
-    let root = tempfile::tempdir().unwrap();
-    let corpus = root.path().join("corpus");
-    write_corpus(&corpus);
-    let queries = root.path().join("queries.jsonl");
-    write_queries(&queries, &query_lines());
-    let run = |extra: &[&str], queries: &Path| {
-        let mut args = vec![
-            "eval",
-            "--queries",
-            queries.to_str().unwrap(),
-            "--corpus",
-            corpus.to_str().unwrap(),
-            "--embedding",
-            "hash",
-        ];
-        args.extend_from_slice(extra);
-        run_tabby(root.path(), &args)
-    };
+    let f = Fixture::new();
+    let run = |extra: &[&str], queries: &Path| f.eval(queries, extra);
+    let queries = f.queries.clone();
+    let root = f.root.path();
 
     let (status, _, stderr) = run(&["--legs", "bm25,dense"], &queries);
     assert!(!status.success());
@@ -178,7 +175,7 @@ fn eval_rejects_bad_input_with_a_message() {
         "{stderr}"
     );
 
-    let broken = root.path().join("broken.jsonl");
+    let broken = root.join("broken.jsonl");
     std::fs::write(
         &broken,
         format!("{}\n{{\"id\": \"x\", \"kind\": 3}}\n", query_lines()[0]),
@@ -191,7 +188,7 @@ fn eval_rejects_bad_input_with_a_message() {
         "names the file and line: {stderr}"
     );
 
-    let (status, _, stderr) = run(&[], &root.path().join("missing.jsonl"));
+    let (status, _, stderr) = run(&[], &root.join("missing.jsonl"));
     assert!(!status.success());
     assert!(stderr.contains("cannot read"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");

@@ -111,6 +111,18 @@ async fn index_sources(
     (service, summaries)
 }
 
+/// Twenty small unrelated files under `dir/sub`, so that word frequencies look like a
+/// repository's.
+fn write_unrelated(dir: &Path, sub: &str) {
+    for i in 0..20 {
+        write(
+            dir,
+            &format!("{sub}other_{i}.py"),
+            &format!("def compute_{i}(value):\n    return value * {i}\n"),
+        );
+    }
+}
+
 fn open_params(n: usize) -> CodeSearchParams {
     CodeSearchParams {
         min_embedding_score: -1.0,
@@ -458,14 +470,7 @@ async fn a_definition_outranks_its_callers_on_its_name() {
         "commands.py",
         "def format_commands(ctx, rows):\n    rows = sorted(rows)\n    ctx.formatter.write_dl(rows)\n",
     );
-    // Unrelated files, so that word frequencies look like a repository's.
-    for i in 0..20 {
-        write(
-            &dir,
-            &format!("other_{i}.py"),
-            &format!("def compute_{i}(value):\n    return value * {i}\n"),
-        );
-    }
+    write_unrelated(&dir, "");
     let (service, _) = index_sources(tmp.path(), &[("config:fmt", &dir)], false).await;
 
     let hits = service
@@ -501,13 +506,7 @@ async fn a_definition_outranks_the_tests_that_call_it() {
             "def test_render_markdown():\n    assert render_markdown('# a') == render_markdown('# a')\n    assert render_markdown('') == ''\n",
         );
     }
-    for i in 0..20 {
-        write(
-            &dir,
-            &format!("src/other_{i}.py"),
-            &format!("def compute_{i}(value):\n    return value * {i}\n"),
-        );
-    }
+    write_unrelated(&dir, "src/");
     let (mut service, _) = index_sources(tmp.path(), &[("config:r", &dir)], false).await;
     let q = query("Render markdown", None, None, "config:r");
     let first = |hits: Vec<CodeSearchHit>| hits.first().map(|h| h.doc.filepath.clone());
@@ -555,13 +554,7 @@ async fn the_chunk_where_a_definition_starts_outranks_the_rest_of_its_body() {
     );
     assert!(text.len() > 700);
     write(&dir, "mirror.py", &text);
-    for i in 0..20 {
-        write(
-            &dir,
-            &format!("other_{i}.py"),
-            &format!("def compute_{i}(value):\n    return value * {i}\n"),
-        );
-    }
+    write_unrelated(&dir, "");
     let (mut service, _) = index_sources(tmp.path(), &[("config:m", &dir)], false).await;
     let q = query("Fetch the remote mirror refs", None, None, "config:m");
     assert_eq!(
