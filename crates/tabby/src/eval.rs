@@ -25,7 +25,6 @@ use tabby_index::{CodeIndexer, EmbeddingSetup, NoProgress, RepositoryToIndex};
 
 use crate::services::code::{
     CodeSearchEmbedding, CodeSearchService, LegHits, QueryStrategy, finish, finish_with_cap,
-    rrf_merge,
 };
 
 const K: usize = 10;
@@ -281,7 +280,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         let legs = service
             .search_legs(&search_query, params.num_to_score)
             .await?;
-        let fused = rrf_merge(&legs.bm25, &legs.embedding);
+        let fused = service.fuse(&legs);
         let rrf_hits = finish(&legs.searcher, fused.clone(), &params, legs.has_embedding);
         latencies.push(t.elapsed());
 

@@ -518,13 +518,37 @@ pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
         .into_iter()
         .map(|(address, scores)| Fused { address, scores })
         .collect();
+    sort_fused(&mut fused);
+    fused
+}
+
+impl CodeSearchService {
+    /// Fuses the legs: RRF, then (tuned strategy) the fusion's row factors on the fused scores.
+    pub fn fuse(&self, legs: &SearchLegs) -> Vec<Fused> {
+        let mut fused = rrf_merge(&legs.bm25, &legs.embedding);
+        if let Some(factors) = self.query_strategy.fusion_row_factors() {
+            let mut columns: HashMap<u32, RowColumns> = HashMap::new();
+            for candidate in &mut fused {
+                let address = candidate.address;
+                let columns = columns
+                    .entry(address.segment_ord)
+                    .or_insert_with(|| RowColumns::open(&legs.searcher, address.segment_ord));
+                candidate.scores.rrf *= columns.factor(&factors, address.doc_id);
+            }
+            sort_fused(&mut fused);
+        }
+        fused
+    }
+}
+
+/// Best first, ties by document address.
+fn sort_fused(fused: &mut [Fused]) {
     fused.sort_by(|a, b| {
         b.scores
             .rrf
             .total_cmp(&a.scores.rrf)
             .then_with(|| a.address.cmp(&b.address))
     });
-    fused
 }
 
 /// Strict thresholds (a negative threshold lets everything through). Without an embedding leg
@@ -612,7 +636,7 @@ impl CodeSearch for CodeSearchService {
         params: CodeSearchParams,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
         let legs = self.search_legs(&query, params.num_to_score).await?;
-        let fused = rrf_merge(&legs.bm25, &legs.embedding);
+        let fused = self.fuse(&legs);
         Ok(finish(&legs.searcher, fused, &params, legs.has_embedding))
     }
 

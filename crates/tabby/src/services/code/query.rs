@@ -136,6 +136,18 @@ impl QueryStrategy {
         }
     }
 
+    /// Factors on the fused (RRF) scores (upstream: none): the chunks in which no definition
+    /// starts count half there too, whichever leg found them.
+    pub fn fusion_row_factors(&self) -> Option<RowFactors> {
+        match self {
+            QueryStrategy::Upstream => None,
+            QueryStrategy::Tuned => Some(RowFactors {
+                test: 1.0,
+                no_definition: NO_DEFINITION_PENALTY,
+            }),
+        }
+    }
+
     /// Whether the BM25 leg drops terms most chunks contain (upstream keeps every term).
     pub fn prunes_common_terms(&self) -> bool {
         matches!(self, QueryStrategy::Tuned)

@@ -1,7 +1,7 @@
 //! Code search on a real small index: fusion, per-file cap, thresholds, filters, and the two
 //! forms of the embedding leg agreeing.
 
-use std::{path::Path, sync::Arc};
+use std::{collections::HashMap, path::Path, sync::Arc};
 
 use tabby_common::{
     api::code::{CodeSearch, CodeSearchError, CodeSearchQuery, CodeSearchScores},
@@ -529,6 +529,62 @@ async fn a_definition_outranks_the_tests_that_call_it() {
     assert!(top.starts_with("tests/test_render_"), "{top}");
 }
 
+#[tokio::test]
+async fn fusion_halves_the_chunks_where_no_definition_starts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    write(&dir, "mirror.py", &long_mirror_function());
+    write_unrelated(&dir, "");
+    let (mut service, _) = index_sources(tmp.path(), &[("config:m", &dir)], true).await;
+    let q = query("fetch remote mirror refs", None, None, "config:m");
+    let legs = service.search_legs(&q, 40).await.unwrap();
+    let raw: HashMap<_, _> = rrf_merge(&legs.bm25, &legs.embedding)
+        .into_iter()
+        .map(|f| (f.address, f.scores.rrf))
+        .collect();
+    let fused = service.fuse(&legs);
+    assert_eq!(fused.len(), raw.len());
+    assert!(fused.windows(2).all(|w| w[0].scores.rrf >= w[1].scores.rrf));
+    let mut halved = 0;
+    for candidate in &fused {
+        let doc = CodeSearchService::document(&legs.searcher, candidate.address).unwrap();
+        // In this repository only the body chunks of mirror.py start no definition.
+        let defines = doc.filepath != "mirror.py" || doc.start_line == Some(1);
+        let expected = raw[&candidate.address] * if defines { 1.0 } else { 0.5 };
+        assert_eq!(
+            candidate.scores.rrf, expected,
+            "{}:{:?}",
+            doc.filepath, doc.start_line
+        );
+        halved += usize::from(!defines);
+    }
+    assert!(halved >= 2, "the body chunks were fused");
+    // Upstream's fusion is plain RRF.
+    service.query_strategy = QueryStrategy::Upstream;
+    let legs = service.search_legs(&q, 40).await.unwrap();
+    let plain: Vec<_> = rrf_merge(&legs.bm25, &legs.embedding)
+        .iter()
+        .map(|f| (f.address, f.scores.rrf))
+        .collect();
+    let fused: Vec<_> = service
+        .fuse(&legs)
+        .iter()
+        .map(|f| (f.address, f.scores.rrf))
+        .collect();
+    assert_eq!(fused, plain);
+}
+
+/// A function longer than one chunk: its header, then a body that repeats the words
+/// "remote", "mirror", "fetch" and "refs".
+fn long_mirror_function() -> String {
+    let body: String = (0..12)
+        .map(|i| format!("    state_{i} = remote.fetch_mirror_ref(url, refs[{i}], mirror)\n"))
+        .collect();
+    format!(
+        "def sync_remote_mirror(url, refs, mirror):\n    remote = connect(url)\n{body}    return mirror\n"
+    )
+}
+
 /// The start line of the BM25 leg's first chunk (and that the leg found several).
 async fn first_bm25_start(service: &CodeSearchService, q: &CodeSearchQuery) -> Option<usize> {
     let legs = service.search_legs(q, 10).await.unwrap();
@@ -545,13 +601,7 @@ async fn first_bm25_start(service: &CodeSearchService, q: &CodeSearchQuery) -> O
 async fn the_chunk_where_a_definition_starts_outranks_the_rest_of_its_body() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("repo");
-    // A function longer than one chunk: its header, then a body that repeats the words.
-    let body: String = (0..12)
-        .map(|i| format!("    state_{i} = remote.fetch_mirror_ref(url, refs[{i}], mirror)\n"))
-        .collect();
-    let text = format!(
-        "def sync_remote_mirror(url, refs, mirror):\n    remote = connect(url)\n{body}    return mirror\n"
-    );
+    let text = long_mirror_function();
     assert!(text.len() > 700);
     write(&dir, "mirror.py", &text);
     write_unrelated(&dir, "");
