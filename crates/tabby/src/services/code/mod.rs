@@ -523,10 +523,10 @@ pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
 }
 
 impl CodeSearchService {
-    /// Fuses the legs: RRF, then (tuned strategy) the fusion's row factors on the fused scores.
+    /// Fuses the legs: RRF, then (tuned strategy) the row factors on the fused scores.
     pub fn fuse(&self, legs: &SearchLegs) -> Vec<Fused> {
         let mut fused = rrf_merge(&legs.bm25, &legs.embedding);
-        if let Some(factors) = self.query_strategy.fusion_row_factors() {
+        if let Some(factors) = self.query_strategy.row_factors() {
             let mut columns: HashMap<u32, RowColumns> = HashMap::new();
             for candidate in &mut fused {
                 let address = candidate.address;

@@ -121,7 +121,8 @@ impl QueryStrategy {
         }
     }
 
-    /// Factors on the BM25 scores of chunks (upstream: none). Searches look for definitions:
+    /// Factors on the BM25 scores of chunks, and then on their fused (RRF) scores whichever leg
+    /// found them (upstream: none). Searches look for definitions:
     /// the function an nl question describes, the callee whose signature a completion needs.
     /// Those live in source files, while tests repeat their names in every call; and a
     /// definition's header (its name and parameters) is in the chunk where it starts, while the
@@ -131,18 +132,6 @@ impl QueryStrategy {
             QueryStrategy::Upstream => None,
             QueryStrategy::Tuned => Some(RowFactors {
                 test: TEST_PENALTY,
-                no_definition: NO_DEFINITION_PENALTY,
-            }),
-        }
-    }
-
-    /// Factors on the fused (RRF) scores (upstream: none): the chunks in which no definition
-    /// starts count half there too, whichever leg found them.
-    pub fn fusion_row_factors(&self) -> Option<RowFactors> {
-        match self {
-            QueryStrategy::Upstream => None,
-            QueryStrategy::Tuned => Some(RowFactors {
-                test: 1.0,
                 no_definition: NO_DEFINITION_PENALTY,
             }),
         }

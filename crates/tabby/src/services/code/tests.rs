@@ -530,10 +530,15 @@ async fn a_definition_outranks_the_tests_that_call_it() {
 }
 
 #[tokio::test]
-async fn fusion_halves_the_chunks_where_no_definition_starts() {
+async fn fusion_halves_test_chunks_and_chunks_where_no_definition_starts() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("repo");
     write(&dir, "mirror.py", &long_mirror_function());
+    write(
+        &dir,
+        "tests/test_mirror.py",
+        "def test_fetch_remote_mirror_refs():\n    assert sync_remote_mirror('url', ['main'], 'mirror')\n",
+    );
     write_unrelated(&dir, "");
     let (mut service, _) = index_sources(tmp.path(), &[("config:m", &dir)], true).await;
     let q = query("fetch remote mirror refs", None, None, "config:m");
@@ -545,20 +550,27 @@ async fn fusion_halves_the_chunks_where_no_definition_starts() {
     let fused = service.fuse(&legs);
     assert_eq!(fused.len(), raw.len());
     assert!(fused.windows(2).all(|w| w[0].scores.rrf >= w[1].scores.rrf));
-    let mut halved = 0;
+    let (mut bodies, mut tests) = (0, 0);
     for candidate in &fused {
         let doc = CodeSearchService::document(&legs.searcher, candidate.address).unwrap();
         // In this repository only the body chunks of mirror.py start no definition.
         let defines = doc.filepath != "mirror.py" || doc.start_line == Some(1);
-        let expected = raw[&candidate.address] * if defines { 1.0 } else { 0.5 };
+        let test = doc.filepath.starts_with("tests/");
+        let expected = raw[&candidate.address]
+            * if defines { 1.0 } else { 0.5 }
+            * if test { 0.5 } else { 1.0 };
         assert_eq!(
             candidate.scores.rrf, expected,
             "{}:{:?}",
             doc.filepath, doc.start_line
         );
-        halved += usize::from(!defines);
+        bodies += usize::from(!defines);
+        tests += usize::from(test);
     }
-    assert!(halved >= 2, "the body chunks were fused");
+    assert!(
+        bodies >= 2 && tests == 1,
+        "the body chunks and the test were fused"
+    );
     // Upstream's fusion is plain RRF.
     service.query_strategy = QueryStrategy::Upstream;
     let legs = service.search_legs(&q, 40).await.unwrap();
