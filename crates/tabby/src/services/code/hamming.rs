@@ -59,37 +59,69 @@ impl SegmentBits {
     }
 }
 
-/// Per-segment bit arrays, built once per segment (segments are immutable).
-#[derive(Default)]
-pub struct BitsCache {
-    segments: Mutex<HashMap<(SegmentId, usize), Arc<SegmentBits>>>,
+/// Values built once per segment (segments are immutable) and a key, kept until the segment
+/// is merged away (`retain`), or until `max_entries` are held, when it starts over.
+pub struct SegmentCache<K, V> {
+    entries: Mutex<HashMap<(SegmentId, K), Arc<V>>>,
+    max_entries: usize,
 }
 
-impl BitsCache {
-    fn get(&self, segment: &SegmentReader, words: usize) -> tantivy::Result<Arc<SegmentBits>> {
-        let key = (segment.segment_id(), words);
-        if let Some(bits) = self
-            .segments
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(bits.clone());
+impl<K: std::hash::Hash + Eq, V> SegmentCache<K, V> {
+    fn new(max_entries: usize) -> Self {
+        SegmentCache {
+            entries: Mutex::default(),
+            max_entries,
         }
-        let bits = Arc::new(SegmentBits::load(segment, words)?);
-        self.segments
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, bits.clone());
-        Ok(bits)
+    }
+
+    fn get_or_build(
+        &self,
+        segment: &SegmentReader,
+        key: K,
+        build: impl FnOnce() -> tantivy::Result<V>,
+    ) -> tantivy::Result<Arc<V>> {
+        let key = (segment.segment_id(), key);
+        let lock = || self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(value) = lock().get(&key) {
+            return Ok(value.clone());
+        }
+        // Built outside the lock: a concurrent query may build the same value, and one wins.
+        let value = Arc::new(build()?);
+        let mut entries = lock();
+        if entries.len() >= self.max_entries {
+            entries.clear();
+        }
+        entries.insert(key, value.clone());
+        Ok(value)
     }
 
     /// Drops segments that no longer exist (after merges).
     pub fn retain(&self, live: &[SegmentId]) {
-        self.segments
+        self.entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(id, _), _| live.contains(id));
+    }
+}
+
+/// Per-segment bit arrays, keyed by words per row.
+pub struct BitsCache(SegmentCache<usize, SegmentBits>);
+
+impl Default for BitsCache {
+    fn default() -> Self {
+        // One entry per segment and embedding width: only merges remove segments.
+        BitsCache(SegmentCache::new(usize::MAX))
+    }
+}
+
+impl BitsCache {
+    fn get(&self, segment: &SegmentReader, words: usize) -> tantivy::Result<Arc<SegmentBits>> {
+        self.0
+            .get_or_build(segment, words, || SegmentBits::load(segment, words))
+    }
+
+    pub fn retain(&self, live: &[SegmentId]) {
+        self.0.retain(live)
     }
 }
 
@@ -131,8 +163,6 @@ pub struct ScanFilter<'a> {
     pub exclude_filepath: Option<&'a str>,
 }
 
-type FilterKey = (SegmentId, String, Option<String>);
-
 /// The doc ids of one segment that pass a filter's positive part, as a sorted list (for the
 /// scan) and a bit set (for BM25's intersection). Deleted rows are included: deletes are
 /// checked at search time, as a segment's deletes grow under the same id.
@@ -144,13 +174,16 @@ pub struct FilterDocs {
 /// `FilterDocs` per segment, source and language: the three term filters every code search
 /// applies match most of a segment, and intersecting their posting lists on every query cost
 /// about a third of the BM25 leg at 100k chunks.
-#[derive(Default)]
-pub struct FilterCache {
-    docs: Mutex<HashMap<FilterKey, Arc<FilterDocs>>>,
-}
+pub struct FilterCache(SegmentCache<(String, Option<String>), FilterDocs>);
 
 /// Entries kept before the filter cache starts over (sources × languages × segments).
 const MAX_FILTER_ENTRIES: usize = 256;
+
+impl Default for FilterCache {
+    fn default() -> Self {
+        FilterCache(SegmentCache::new(MAX_FILTER_ENTRIES))
+    }
+}
 
 impl FilterCache {
     fn get(
@@ -159,45 +192,25 @@ impl FilterCache {
         source_id: &str,
         language: Option<&str>,
     ) -> tantivy::Result<Arc<FilterDocs>> {
-        let key = (
-            segment.segment_id(),
-            source_id.to_string(),
-            language.map(str::to_string),
-        );
-        if let Some(docs) = self
-            .docs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return Ok(docs.clone());
-        }
-        let query = BooleanQuery::new(code_search_filter(source_id, language, None));
-        let schema = &IndexSchema::instance().schema;
-        let weight = query.weight(EnableScoring::disabled_from_schema(schema))?;
-        let mut scorer = weight.scorer(segment, 1.0)?;
-        let mut list = Vec::new();
-        let mut set = BitSet::with_max_value(segment.max_doc());
-        while scorer.doc() != TERMINATED {
-            list.push(scorer.doc());
-            set.insert(scorer.doc());
-            scorer.advance();
-        }
-        let docs = Arc::new(FilterDocs { list, set });
-        let mut map = self.docs.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_FILTER_ENTRIES {
-            map.clear();
-        }
-        map.insert(key, docs.clone());
-        Ok(docs)
+        let key = (source_id.to_string(), language.map(str::to_string));
+        self.0.get_or_build(segment, key, || {
+            let query = BooleanQuery::new(code_search_filter(source_id, language, None));
+            let schema = &IndexSchema::instance().schema;
+            let weight = query.weight(EnableScoring::disabled_from_schema(schema))?;
+            let mut scorer = weight.scorer(segment, 1.0)?;
+            let mut list = Vec::new();
+            let mut set = BitSet::with_max_value(segment.max_doc());
+            while scorer.doc() != TERMINATED {
+                list.push(scorer.doc());
+                set.insert(scorer.doc());
+                scorer.advance();
+            }
+            Ok(FilterDocs { list, set })
+        })
     }
 
-    /// Drops segments that no longer exist (after merges).
     pub fn retain(&self, live: &[SegmentId]) {
-        self.docs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|(id, ..), _| live.contains(id));
+        self.0.retain(live)
     }
 }
 

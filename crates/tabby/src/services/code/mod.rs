@@ -396,7 +396,7 @@ fn bm25_leg(
             .map_err(|e| CodeSearchError::Other(e.into()))
     };
     // No factor to apply when no segment holds a row it applies to.
-    let Some(factors) = row_factors.filter(|f| f.apply_to_any(searcher)) else {
+    let Some(factors) = row_factors.filter(|f| RowColumns::apply_to_any(searcher, f)) else {
         let mut hits = search(limit)?;
         sort_hits(&mut hits);
         return Ok(hits);
@@ -410,13 +410,11 @@ fn bm25_leg(
         let mut hits = search(fetch)?;
         let complete = hits.len() < fetch;
         let lowest_raw = hits.last().map_or(0.0, |(s, _)| *s);
-        let mut columns: HashMap<u32, RowColumns> = HashMap::new();
-        for (score, address) in hits.iter_mut() {
-            let columns = columns
-                .entry(address.segment_ord)
-                .or_insert_with(|| RowColumns::open(searcher, address.segment_ord));
-            *score *= columns.factor(&factors, address.doc_id);
-        }
+        RowColumns::scale(
+            searcher,
+            &factors,
+            hits.iter_mut().map(|(score, address)| (score, *address)),
+        );
         sort_hits(&mut hits);
         hits.truncate(limit);
         let kth = hits.last().map_or(0.0, |(s, _)| *s);
@@ -434,12 +432,28 @@ struct RowColumns {
 }
 
 impl RowColumns {
-    fn open(searcher: &Searcher, segment_ord: u32) -> Self {
-        let fast = searcher.segment_reader(segment_ord).fast_fields();
+    fn open(segment: &tantivy::SegmentReader) -> Self {
+        let schema = IndexSchema::instance();
+        let column = |field| {
+            segment
+                .fast_fields()
+                .u64(schema.schema.get_field_name(field))
+                .ok()
+        };
         RowColumns {
-            in_test: fast.u64("chunk_in_test").ok(),
-            defines: fast.u64("chunk_defines").ok(),
+            in_test: column(schema.field_chunk_in_test),
+            defines: column(schema.field_chunk_defines),
         }
+    }
+
+    /// Whether some segment holds a chunk that a factor below 1 applies to.
+    fn apply_to_any(searcher: &Searcher, factors: &RowFactors) -> bool {
+        searcher.segment_readers().iter().any(|segment| {
+            let columns = RowColumns::open(segment);
+            (factors.test < 1.0 && columns.in_test.is_some_and(|c| c.max_value() > 0))
+                || (factors.no_definition < 1.0
+                    && columns.defines.is_some_and(|c| c.min_value() == 0))
+        })
     }
 
     fn factor(&self, factors: &RowFactors, doc: tantivy::DocId) -> f32 {
@@ -454,6 +468,21 @@ impl RowColumns {
             factor *= factors.no_definition;
         }
         factor
+    }
+
+    /// Multiplies each score by its row's factor (columns opened once per segment).
+    fn scale<'a>(
+        searcher: &Searcher,
+        factors: &RowFactors,
+        scores: impl Iterator<Item = (&'a mut f32, DocAddress)>,
+    ) {
+        let mut columns: HashMap<u32, RowColumns> = HashMap::new();
+        for (score, address) in scores {
+            let columns = columns
+                .entry(address.segment_ord)
+                .or_insert_with(|| RowColumns::open(searcher.segment_reader(address.segment_ord)));
+            *score *= columns.factor(factors, address.doc_id);
+        }
     }
 }
 
@@ -527,14 +556,11 @@ impl CodeSearchService {
     pub fn fuse(&self, legs: &SearchLegs) -> Vec<Fused> {
         let mut fused = rrf_merge(&legs.bm25, &legs.embedding);
         if let Some(factors) = self.query_strategy.row_factors() {
-            let mut columns: HashMap<u32, RowColumns> = HashMap::new();
-            for candidate in &mut fused {
-                let address = candidate.address;
-                let columns = columns
-                    .entry(address.segment_ord)
-                    .or_insert_with(|| RowColumns::open(&legs.searcher, address.segment_ord));
-                candidate.scores.rrf *= columns.factor(&factors, address.doc_id);
-            }
+            RowColumns::scale(
+                &legs.searcher,
+                &factors,
+                fused.iter_mut().map(|f| (&mut f.scores.rrf, f.address)),
+            );
             sort_fused(&mut fused);
         }
         fused

@@ -61,18 +61,6 @@ pub struct RowFactors {
     pub no_definition: f32,
 }
 
-impl RowFactors {
-    /// Whether some segment holds a chunk that a factor below 1 applies to.
-    pub fn apply_to_any(&self, searcher: &tantivy::Searcher) -> bool {
-        searcher.segment_readers().iter().any(|segment| {
-            let fast = segment.fast_fields();
-            (self.test < 1.0 && fast.u64("chunk_in_test").is_ok_and(|c| c.max_value() > 0))
-                || (self.no_definition < 1.0
-                    && fast.u64("chunk_defines").is_ok_and(|c| c.min_value() == 0))
-        })
-    }
-}
-
 /// Lines of a multi-line query (the text before the cursor) that the tuned strategy keeps: the
 /// BM25 leg matches words, and the nearest lines hold the words of what is being written (on
 /// click, 4–6 lines ranked the callee's definition best: MRR@10 0.15–0.18 against 0.12 for 10
