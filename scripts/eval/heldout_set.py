@@ -205,6 +205,6 @@ with open(os.path.join(out, 'queries.jsonl'), 'w') as f:
     for i, s in enumerate(cc):
         t = s['target']
         f.write(json.dumps(dict(id=f'{name}-cc-{i:04d}', set=name, kind='completion', language='python', query=s['query'],
-                                filepath=s['rel'], corpus='full', symbol=s['name'],
+                                filepath=s['rel'], corpus='full', symbol=s['name'], call_line=s['line'],
                                 relevant=[dict(filepath=t[0], start_line=t[1], end_line=t[2])])) + '\n')
 print(name, 'nl', len(nl), 'completion', len(cc), 'files', len(files))

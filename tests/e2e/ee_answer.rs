@@ -1529,3 +1529,93 @@ async fn ee_answer_needs_a_chat_model() {
         true
     );
 }
+
+/// The Answer Engine on the default embedded chat model (no `[model]` sections): the
+/// code-context decision, the follow-up questions and the streamed answer all come from the
+/// real model (with `[answer] presence_penalty`, which once made its sampler fail), and a
+/// follow-up question continues the thread.
+#[tokio::test]
+async fn ee_answer_on_the_embedded_chat_model_with_code_context_and_a_follow_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shop = make_repo(
+        tmp.path(),
+        "shop",
+        &[("src/pricing.py", SHOP), ("src/cart.py", CART)],
+    );
+    let models = embedded_models_dir();
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{}\"\n\n[answer]\nmax_tokens = 48\n\n{}",
+        shop.display(),
+        open_search_params("answer")
+    );
+    let server = TabbyServer::start_ee(
+        &config,
+        &[("TABBY_MODEL_CACHE_ROOT", models.to_str().unwrap())],
+    );
+    let owner = register_owner(&server, "owner@example.com").await;
+    let data = gql_ok(
+        &server,
+        Some(&owner.access_token),
+        "{ repositoryList { name sourceId } }",
+        json!({}),
+    )
+    .await;
+    let shop_id = data["repositoryList"][0]["sourceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until_searchable(
+        &server,
+        &owner.auth_token,
+        json!({"query": PRICING_QUERY, "source_id": shop_id}),
+        "src/pricing.py",
+    )
+    .await;
+
+    let check = |run: &Run| {
+        let names = run.typenames();
+        assert_eq!(&names[..3], &CREATED, "{:#?}", run.items);
+        assert_eq!(
+            names.last(),
+            Some(&"ThreadAssistantMessageCompleted"),
+            "{:#?}",
+            run.items
+        );
+        assert!(
+            names.contains(&"ThreadAssistantMessageContentDelta"),
+            "{:#?}",
+            run.items
+        );
+        assert!(names.contains(&"ThreadRelevantQuestions"), "{names:?}");
+        assert!(!run.content().trim().is_empty());
+    };
+    let code_query = json!({"sourceId": shop_id, "content": PRICING_QUERY, "language": "python"});
+    let run = create_and_run(
+        &server,
+        &owner.access_token,
+        ask(
+            PRICING_QUESTION,
+            json!({"codeQuery": code_query, "generateRelevantQuestions": true}),
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the run failed: {e}\nstderr:\n{}", server.stderr()));
+    check(&run);
+    let thread = run.thread_id();
+
+    let run = thread_run(
+        &server,
+        &owner.access_token,
+        follow_up(
+            &thread,
+            "Which argument holds the rate?",
+            json!({"codeQuery": code_query, "generateRelevantQuestions": true}),
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the follow-up failed: {e}\nstderr:\n{}", server.stderr()));
+    check(&run);
+    let stored = messages(&server, &owner.access_token, &thread).await;
+    assert_eq!(stored.len(), 4);
+    assert_eq!(stored[3]["content"], run.content());
+}

@@ -3,26 +3,11 @@
 
 use serde_json::json;
 
-use crate::support::*;
-
-fn models_dir() -> std::path::PathBuf {
-    let dir = std::env::var_os("TABBY_TEST_MODELS_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".tabby/models")
-        });
-    assert!(
-        dir.join("TabbyML/Qwen2.5-Coder-0.5B-Instruct/model.gguf")
-            .is_file(),
-        "the default models are missing from {}: run `tabby download` (scripts/test.sh does)",
-        dir.display()
-    );
-    dir
-}
+use crate::{ee_support::poll, support::*};
 
 #[tokio::test]
 async fn completes_and_chats_from_the_embedded_model_with_nothing_else_running() {
-    let dir = models_dir();
+    let dir = embedded_models_dir();
     let server = TabbyServer::start_with_env(
         "",
         &["--no-webserver"],
@@ -58,4 +43,96 @@ async fn completes_and_chats_from_the_embedded_model_with_nothing_else_running()
     let body = response.text().await.unwrap();
     assert!(body.contains("chat.completion.chunk"), "{body}");
     assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+}
+
+/// Forty lines of unrelated code: an editor sends this much before the cursor, enough that a
+/// prompt clipped from its start would lose any snippet put above it.
+fn filler() -> String {
+    (0..40)
+        .map(|i| format!("    step_{i} = normalize_entry(records[{i}], strict=True)\n"))
+        .collect()
+}
+
+const PRICING: &str = "def compute_discounted_price(price, discount_rate):\n    \"\"\"The price after the discount, rounded to cents.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n";
+
+/// Repository context reaches the embedded model: with an editor-sized prefix and suffix, the
+/// snippet from another file of the repository is whole in the prompt, and the model calls the
+/// function the snippet defines; with retrieval off, neither happens.
+#[tokio::test]
+async fn repository_context_reaches_the_embedded_completion_model() {
+    let dir = embedded_models_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let shop = make_repo(
+        tmp.path(),
+        "shop",
+        &[
+            ("src/pricing.py", PRICING),
+            (
+                "src/cart.py",
+                "def add_item(basket, item):\n    basket.append(item)\n",
+            ),
+        ],
+    );
+    let server = TabbyServer::start_with_env(
+        &format!(
+            "[[repositories]]\ngit_url = \"file://{}\"\n",
+            shop.display()
+        ),
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let prefix = format!(
+        "def checkout_total(records, items, discount_rate):\n{}    total = 0\n    for price in items:\n        # the discounted price of each item\n        total += ",
+        filler()
+    );
+    let suffix =
+        "\n    return total\n\n\ndef main():\n    print(checkout_total([], [10.0], 0.1))\n"
+            .repeat(3);
+    let request = |retrieval: bool| {
+        json!({
+            "language": "python",
+            "segments": {"prefix": prefix, "suffix": suffix, "filepath": "src/checkout.py",
+                         "git_url": format!("file://{}", shop.display())},
+            "temperature": 0.0,
+            "debug_options": {"return_snippets": true, "return_prompt": true,
+                              "disable_retrieval_augmented_code_completion": !retrieval}
+        })
+    };
+    // The index is built in the background at start: wait until search feeds the prompt.
+    let body = poll(
+        "the repository to be indexed",
+        std::time::Duration::from_secs(120),
+        || async {
+            let (status, body) = post_json(&server.url("/v1/completions"), &request(true)).await;
+            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
+            let snippets = body["debug_data"]["snippets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            snippets
+                .iter()
+                .any(|s| s["filepath"] == "src/pricing.py")
+                .then_some(body)
+        },
+    )
+    .await;
+    let prompt = body["debug_data"]["prompt"].as_str().unwrap();
+    assert!(prompt.len() <= 1536, "{}", prompt.len());
+    assert!(prompt.contains(PRICING.trim_end()), "{prompt}");
+    assert!(
+        prompt.contains("        total += <|fim_suffix|>\n    return total\n"),
+        "{prompt}"
+    );
+    assert!(prompt.ends_with("<|fim_middle|>"), "{prompt}");
+    let text = body["choices"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("compute_discounted_price"),
+        "{text:?}\n{prompt}"
+    );
+
+    let (status, body) = post_json(&server.url("/v1/completions"), &request(false)).await;
+    assert_eq!(status, 200, "{body}");
+    let prompt = body["debug_data"]["prompt"].as_str().unwrap();
+    assert!(!prompt.contains("compute_discounted_price"), "{prompt}");
+    assert_eq!(body["debug_data"]["snippets"], json!([]));
 }

@@ -312,3 +312,19 @@ pub fn npm_ci(dir: &Path, installed: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Where `tabby download` put the embedded default models (scripts/test.sh runs it first):
+/// `$TABBY_TEST_MODELS_DIR`, else `~/.tabby/models`. Panics naming `tabby download` when the
+/// default completion/chat model is missing.
+pub fn embedded_models_dir() -> PathBuf {
+    let dir = std::env::var_os("TABBY_TEST_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap()).join(".tabby/models"));
+    assert!(
+        dir.join("TabbyML/Qwen2.5-Coder-0.5B-Instruct/model.gguf")
+            .is_file(),
+        "the default models are missing from {}: run `tabby download` (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}

@@ -162,13 +162,41 @@ fn default_context_size() -> usize {
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct CompletionConfig {
-    /// Bytes of prompt kept (the prefix is clipped from its start).
+    /// Bytes of the whole prompt, shared out between snippets, prefix and suffix.
     #[serde(default = "default_max_input_length")]
     pub max_input_length: usize,
     #[serde(default = "default_max_decoding_tokens")]
     pub max_decoding_tokens: usize,
     #[serde(default = "CodeSearchParams::completion_default")]
     pub code_search_params: CodeSearchParams,
+    /// Most bytes of written snippets while the prefix needs the room (more when it is short).
+    #[serde(default = "default_snippet_bytes")]
+    pub snippet_bytes: usize,
+    /// Most bytes of suffix while the prefix needs the room.
+    #[serde(default = "default_suffix_bytes")]
+    pub suffix_bytes: usize,
+    #[serde(default)]
+    pub snippet_format: SnippetFormat,
+}
+
+/// How snippets are written into a completion prompt.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SnippetFormat {
+    /// `FileSep` for Qwen2.5-Coder's FIM template, `Comment` for others.
+    #[default]
+    Auto,
+    /// Line comments above the prefix (`# Path: a.py`, `# <line>`), as upstream.
+    Comment,
+    /// `<|repo_name|>` and one `<|file_sep|>path` per snippet ahead of the current file.
+    FileSep,
+}
+
+fn default_snippet_bytes() -> usize {
+    512
+}
+fn default_suffix_bytes() -> usize {
+    256
 }
 
 fn default_max_input_length() -> usize {
@@ -184,6 +212,9 @@ impl Default for CompletionConfig {
             max_input_length: default_max_input_length(),
             max_decoding_tokens: default_max_decoding_tokens(),
             code_search_params: CodeSearchParams::completion_default(),
+            snippet_bytes: default_snippet_bytes(),
+            suffix_bytes: default_suffix_bytes(),
+            snippet_format: SnippetFormat::default(),
         }
     }
 }
@@ -259,6 +290,13 @@ pub struct AnswerConfig {
     pub presence_penalty: f32,
     #[serde(default = "AnswerConfig::default_system_prompt")]
     pub system_prompt: String,
+    /// Most tokens of one answer (bounds what one question costs).
+    #[serde(default = "default_answer_max_tokens")]
+    pub max_tokens: u32,
+}
+
+fn default_answer_max_tokens() -> u32 {
+    1024
 }
 
 fn default_presence_penalty() -> f32 {
@@ -282,6 +320,7 @@ impl Default for AnswerConfig {
             code_search_params: CodeSearchParams::answer_default(),
             presence_penalty: default_presence_penalty(),
             system_prompt: Self::default_system_prompt(),
+            max_tokens: default_answer_max_tokens(),
         }
     }
 }

@@ -12,6 +12,7 @@ mod chat;
 mod engine;
 mod model;
 mod quant_matrix;
+mod sampler;
 #[cfg(test)]
 mod tests;
 mod tokenizer;
@@ -29,6 +30,7 @@ pub use chat::LocalChat;
 pub use tokenizer::GgufTokenizer;
 
 use engine::{Engine, Generation, Piece};
+use sampler::{Sampler, SamplingParams};
 
 /// The weights file inside a model directory.
 pub const MODEL_FILE: &str = "model.gguf";
@@ -183,10 +185,7 @@ impl LocalLlm {
         self.engine.submit(Generation {
             prompt,
             max_tokens: options.max_tokens,
-            temperature: options.temperature,
-            top_p: options.top_p,
-            seed: options.seed,
-            presence_penalty: options.presence_penalty,
+            sampling: options.params(),
             stop_tokens: self.stop_tokens.clone(),
         })
     }
@@ -199,6 +198,26 @@ struct SamplingOptions {
     top_p: Option<f32>,
     seed: u64,
     presence_penalty: f32,
+    frequency_penalty: f32,
+}
+
+impl SamplingOptions {
+    fn params(&self) -> SamplingParams {
+        SamplingParams {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            seed: self.seed,
+        }
+    }
+
+    /// The caller's mistake in these options, if any (an out-of-range parameter).
+    fn check(&self) -> Result<(), ModelError> {
+        Sampler::new(self.params())
+            .map(drop)
+            .map_err(ModelError::InvalidRequest)
+    }
 }
 
 fn read_templates(model_dir: &Path) -> Result<Templates, String> {
@@ -262,6 +281,7 @@ impl CompletionStream for LocalCompletion {
             top_p: None,
             seed: options.seed,
             presence_penalty: options.presence_penalty,
+            frequency_penalty: 0.0,
         };
         self.llm
             .generate(prompt.to_string(), options)

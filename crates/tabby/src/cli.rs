@@ -17,7 +17,10 @@ use tabby_index::{HashEmbedding, IndexProgress, RepositorySummary};
 use crate::{
     eval::{self, EvalOptions, Leg},
     indexing::{self, configured_repositories},
-    services::code::{CodeSearchEmbedding, CodeSearchService, QueryStrategy},
+    services::{
+        code::{CodeSearchEmbedding, CodeSearchService, QueryStrategy},
+        model::{load_models, with_local_defaults},
+    },
 };
 
 pub fn load_config(paths: &TabbyPaths, config: Option<PathBuf>) -> anyhow::Result<Config> {
@@ -184,18 +187,34 @@ pub async fn search(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-pub async fn eval(
-    config: Option<PathBuf>,
-    queries: PathBuf,
-    corpus: PathBuf,
-    legs: String,
-    out: Option<PathBuf>,
-    embedding: String,
-    strategy: QueryStrategy,
-    num_to_score: usize,
-    thresholds: bool,
-) -> anyhow::Result<()> {
+/// What `tabby eval` was asked.
+pub struct EvalArgs {
+    pub config: Option<PathBuf>,
+    pub queries: PathBuf,
+    pub corpus: PathBuf,
+    pub legs: String,
+    pub out: Option<PathBuf>,
+    pub embedding: String,
+    pub strategy: QueryStrategy,
+    pub num_to_score: usize,
+    pub thresholds: bool,
+    /// `--mode completion`: the variants and the query limit.
+    pub completion: Option<(String, Option<usize>)>,
+}
+
+pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
+    let EvalArgs {
+        config,
+        queries,
+        corpus,
+        legs,
+        out,
+        embedding,
+        strategy,
+        num_to_score,
+        thresholds,
+        completion,
+    } = args;
     if num_to_score == 0 {
         anyhow::bail!("--num-to-score must be at least 1");
     }
@@ -234,6 +253,29 @@ pub async fn eval(
             "unknown --embedding {other:?}: expected none, hash[:DIM], local:MODEL_ID_OR_DIR or config"
         ),
     };
+    if let Some((variants, limit)) = completion {
+        let variants = eval::Variant::parse_list(&variants)?;
+        if limit == Some(0) {
+            anyhow::bail!("--limit must be at least 1");
+        }
+        let mut models = with_local_defaults(&config.model);
+        models.chat = None;
+        let model = load_models(&models, &paths.models_dir())?
+            .completion
+            .context("no completion model is configured")?;
+        return eval::run_completion(eval::CompletionEvalOptions {
+            queries,
+            corpus,
+            embedding,
+            strategy,
+            variants,
+            limit,
+            out,
+            config,
+            model,
+        })
+        .await;
+    }
     eval::run(EvalOptions {
         queries,
         corpus,

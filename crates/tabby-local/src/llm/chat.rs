@@ -87,7 +87,9 @@ impl ChatCompletionStream for LocalChat {
             top_p: Some(request.top_p.unwrap_or(DEFAULT_TOP_P)),
             seed: seed.map(|s| s as u64).unwrap_or_else(random_seed),
             presence_penalty: request.presence_penalty.unwrap_or(0.0),
+            frequency_penalty: request.frequency_penalty.unwrap_or(0.0),
         };
+        options.check()?;
         let stops = match request.stop {
             None => Vec::new(),
             Some(StopConfiguration::String(s)) => vec![s],

@@ -7,18 +7,17 @@
 //! A request ends when its stream is dropped (the client went away): every job first checks
 //! that its receiver is still there.
 
-use std::collections::HashSet;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use candle_core::Tensor;
-use candle_transformers::generation::{LogitsProcessor, Sampling};
+use candle_core::{DType, Tensor};
 use futures::stream::BoxStream;
 use tabby_inference::ModelError;
 use tokio::sync::mpsc;
 
 use super::model::{Session, Weights};
+use super::sampler::{Sampler, SamplingParams};
 use super::tokenizer::{GgufTokenizer, StreamDecoder};
 use crate::pool::InferencePool;
 
@@ -31,10 +30,7 @@ pub struct Generation {
     pub prompt: String,
     /// `None`: until a stop token or the end of the context.
     pub max_tokens: Option<usize>,
-    pub temperature: f32,
-    pub top_p: Option<f32>,
-    pub seed: u64,
-    pub presence_penalty: f32,
+    pub sampling: SamplingParams,
     pub stop_tokens: Arc<[u32]>,
 }
 
@@ -145,6 +141,15 @@ impl Engine {
     }
 }
 
+/// A candle failure as the client sees it: its first line only (candle appends a backtrace, and
+/// the rest is for the server log).
+fn backend(e: candle_core::Error) -> ModelError {
+    tracing::warn!("local model step failed: {e:?}");
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or("").trim();
+    ModelError::Backend(format!("the local model failed: {first}"))
+}
+
 /// Queues the next job of a request.
 fn schedule(model: Arc<Model>, task: Task, request: Request) {
     let Some(pool) = model.pool.upgrade() else {
@@ -191,9 +196,7 @@ struct Active {
     logits: Option<Tensor>,
     max_tokens: usize,
     generated: usize,
-    sampler: LogitsProcessor,
-    presence_penalty: f32,
-    seen: HashSet<u32>,
+    sampler: Sampler,
     decoder: StreamDecoder,
     stop_tokens: Arc<[u32]>,
 }
@@ -209,6 +212,7 @@ impl Task {
 }
 
 fn start(model: &Model, g: Generation, tx: &Sender) -> Result<Option<Active>, ModelError> {
+    let sampler = Sampler::new(g.sampling).map_err(ModelError::InvalidRequest)?;
     let mut prompt = model
         .tokenizer
         .encode(&g.prompt)
@@ -235,16 +239,6 @@ fn start(model: &Model, g: Generation, tx: &Sender) -> Result<Option<Active>, Mo
         );
         prompt.drain(..prompt.len() - budget);
     }
-    let sampling = match (g.temperature, g.top_p) {
-        (t, _) if t <= 0.0 => Sampling::ArgMax,
-        (t, Some(p)) if p > 0.0 && p < 1.0 => Sampling::TopP {
-            p: p as f64,
-            temperature: t as f64,
-        },
-        (t, _) => Sampling::All {
-            temperature: t as f64,
-        },
-    };
     Ok(Some(Active {
         session: model.weights.new_session(),
         prompt,
@@ -252,9 +246,7 @@ fn start(model: &Model, g: Generation, tx: &Sender) -> Result<Option<Active>, Mo
         logits: None,
         max_tokens,
         generated: 0,
-        sampler: LogitsProcessor::from_sampling(g.seed, sampling),
-        presence_penalty: g.presence_penalty,
-        seen: HashSet::new(),
+        sampler,
         decoder: StreamDecoder::new(),
         stop_tokens: g.stop_tokens,
     }))
@@ -263,7 +255,6 @@ fn start(model: &Model, g: Generation, tx: &Sender) -> Result<Option<Active>, Mo
 impl Active {
     /// Reads one prompt chunk or produces one token; `false` when finished.
     fn step(&mut self, model: &Model, tx: &Sender) -> Result<bool, ModelError> {
-        let backend = |e: candle_core::Error| ModelError::Backend(e.to_string());
         if self.read < self.prompt.len() {
             let end = self.prompt.len().min(self.read + PREFILL_CHUNK);
             let chunk = &self.prompt[self.read..end];
@@ -280,23 +271,19 @@ impl Active {
             .logits
             .take()
             .expect("logits follow every forward pass");
-        let next = if self.presence_penalty != 0.0 && !self.seen.is_empty() {
-            let (seen, penalty) = (&self.seen, self.presence_penalty);
-            self.sampler.sample_f(&logits, |l| {
-                for &id in seen {
-                    if let Some(v) = l.get_mut(id as usize) {
-                        *v -= penalty;
-                    }
-                }
-            })
-        } else {
-            self.sampler.sample(&logits)
-        }
-        .map_err(backend)?;
+        let mut logits = logits
+            .to_dtype(DType::F32)
+            .and_then(|l| l.flatten_all())
+            .and_then(|l| l.to_vec1::<f32>())
+            .map_err(backend)?;
+        let next = self
+            .sampler
+            .sample(&mut logits)
+            .map_err(ModelError::Backend)?;
         if self.stop_tokens.contains(&next) {
             return Ok(self.finish(tx, Finish::Stop));
         }
-        self.seen.insert(next);
+        self.sampler.accept(next);
         self.generated += 1;
         if let Some(text) = self.decoder.push(model.tokenizer.bytes(next)) {
             let _ = tx.send(Ok(Piece::Text(text)));

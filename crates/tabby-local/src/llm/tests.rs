@@ -191,6 +191,7 @@ fn greedy(max_tokens: usize) -> SamplingOptions {
         top_p: None,
         seed: 0,
         presence_penalty: 0.0,
+        frequency_penalty: 0.0,
     }
 }
 
@@ -216,6 +217,7 @@ async fn smollm_sampling_is_reproducible_by_seed() {
         top_p: None,
         seed,
         presence_penalty: 0.0,
+        frequency_penalty: 0.0,
     };
     let (a, _) = collect(&llm, prompt, sampled(7)).await;
     let (b, _) = collect(&llm, prompt, sampled(7)).await;
@@ -421,4 +423,148 @@ async fn qwen_greedy_fim_matches_llama_cpp() {
         rust,
         "if n % 2 == 0 {\n        return true;\n    }\n    return false;\n}\n"
     );
+}
+
+/// Chat text and finish reason of one request; panics on any stream error.
+async fn chat_text(
+    chat: &LocalChat,
+    request: CreateChatCompletionRequest,
+) -> (String, FinishReason) {
+    let chunks: Vec<_> = chat.chat_stream(request).await.unwrap().collect().await;
+    let mut text = String::new();
+    let mut finish = None;
+    for chunk in chunks {
+        let chunk = chunk.unwrap_or_else(|e| panic!("stream failed: {e}"));
+        text.push_str(chunk.choices[0].delta.content.as_deref().unwrap_or(""));
+        finish = finish.or(chunk.choices[0].finish_reason);
+    }
+    (text, finish.expect("the last chunk has a finish reason"))
+}
+
+#[allow(deprecated)]
+fn counting_request() -> CreateChatCompletionRequest {
+    CreateChatCompletionRequest {
+        messages: vec![user(
+            "Write the word 'data' twenty times, separated by spaces, then explain what data is.",
+        )],
+        temperature: Some(0.0),
+        max_completion_tokens: Some(24),
+        seed: Some(5),
+        ..Default::default()
+    }
+}
+
+/// Each sampling parameter on the default chat model: the answer streams to its end (no
+/// invalid weights, no NaN), and the penalties change what greedy decoding says.
+#[tokio::test]
+async fn qwen_chat_with_each_sampling_parameter() {
+    let chat = LocalChat::from_llm(qwen()).unwrap();
+    let (plain, _) = chat_text(&chat, counting_request()).await;
+    assert!(!plain.trim().is_empty());
+    let variants: [(&str, CreateChatCompletionRequest); 6] = [
+        (
+            "presence_penalty",
+            CreateChatCompletionRequest {
+                presence_penalty: Some(1.0),
+                ..counting_request()
+            },
+        ),
+        (
+            "frequency_penalty",
+            CreateChatCompletionRequest {
+                frequency_penalty: Some(1.0),
+                ..counting_request()
+            },
+        ),
+        (
+            "temperature",
+            CreateChatCompletionRequest {
+                temperature: Some(0.8),
+                ..counting_request()
+            },
+        ),
+        (
+            "top_p",
+            CreateChatCompletionRequest {
+                temperature: Some(0.8),
+                top_p: Some(0.5),
+                ..counting_request()
+            },
+        ),
+        (
+            "seed",
+            CreateChatCompletionRequest {
+                temperature: Some(1.0),
+                seed: Some(99),
+                ..counting_request()
+            },
+        ),
+        (
+            "all at once",
+            CreateChatCompletionRequest {
+                temperature: Some(0.7),
+                top_p: Some(0.9),
+                presence_penalty: Some(0.5),
+                frequency_penalty: Some(0.5),
+                ..counting_request()
+            },
+        ),
+    ];
+    for (name, request) in variants {
+        let (text, finish) = chat_text(&chat, request).await;
+        assert!(!text.trim().is_empty(), "{name}: empty answer");
+        assert!(
+            matches!(finish, FinishReason::Stop | FinishReason::Length),
+            "{name}: {finish:?}"
+        );
+        if name.ends_with("penalty") {
+            assert_ne!(text, plain, "{name} changed nothing");
+        }
+    }
+    // The same seed gives the same sampled answer.
+    let seeded = || CreateChatCompletionRequest {
+        temperature: Some(1.0),
+        seed: Some(99),
+        ..counting_request()
+    };
+    assert_eq!(
+        chat_text(&chat, seeded()).await.0,
+        chat_text(&chat, seeded()).await.0
+    );
+}
+
+#[tokio::test]
+async fn out_of_range_sampling_parameters_are_refused_before_streaming() {
+    let chat = LocalChat::from_llm(smollm()).unwrap();
+    for (name, request) in [
+        (
+            "presence_penalty",
+            CreateChatCompletionRequest {
+                presence_penalty: Some(5.0),
+                ..counting_request()
+            },
+        ),
+        (
+            "temperature",
+            CreateChatCompletionRequest {
+                temperature: Some(-1.0),
+                ..counting_request()
+            },
+        ),
+        (
+            "top_p",
+            CreateChatCompletionRequest {
+                top_p: Some(0.0),
+                ..counting_request()
+            },
+        ),
+    ] {
+        match chat.chat_stream(request).await {
+            Err(ModelError::InvalidRequest(message)) => {
+                assert!(message.contains(name), "{message}")
+            }
+            Err(e) => panic!("{name}: {e}"),
+            Ok(_) => panic!("{name}: accepted"),
+        }
+    }
 }

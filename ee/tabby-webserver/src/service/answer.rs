@@ -453,7 +453,6 @@ impl AnswerEngine {
             .last()
             .map(|m| m.content.clone())
             .unwrap_or_default();
-        let model = input.options.model_name.clone().unwrap_or_default();
         let mut attachment = Attachment {
             client_code: input
                 .history
@@ -461,9 +460,23 @@ impl AnswerEngine {
                 .and_then(|m| m.attachment().client_code),
             ..Attachment::default()
         };
-        let assistant = input.assistant_message_id;
+        self.code_context(input, &question, &mut attachment, sink)
+            .await?;
+        self.doc_context(input, &mut attachment, sink).await?;
+        self.follow_ups(input, &question, &attachment, sink).await?;
+        self.answer(input, &attachment, sink).await
+    }
 
-        // Code.
+    /// Step 1: the code the question needs (snippets and/or the file list), as the model decides.
+    async fn code_context(
+        &self,
+        input: &RunInput,
+        question: &str,
+        attachment: &mut Attachment,
+        sink: &mut Sink,
+    ) -> Result<()> {
+        let model = input.options.model_name.clone().unwrap_or_default();
+        let assistant = input.assistant_message_id;
         if let (Some(query), Some(code)) = (&input.options.code_query, &self.deps.code) {
             let snapshot = self.directory.snapshot().await?;
             let allowed = input.policy.filter_repositories(&snapshot.all_repositories);
@@ -528,7 +541,7 @@ impl AnswerEngine {
                 }
                 if snippet {
                     let content = if query.content.trim().is_empty() {
-                        question.clone()
+                        question.to_string()
                     } else {
                         query.content.clone()
                     };
@@ -565,7 +578,17 @@ impl AnswerEngine {
             }
         }
 
-        // Docs.
+        Ok(())
+    }
+
+    /// Step 2: documents from the sources the reader may read.
+    async fn doc_context(
+        &self,
+        input: &RunInput,
+        attachment: &mut Attachment,
+        sink: &mut Sink,
+    ) -> Result<()> {
+        let assistant = input.assistant_message_id;
         if let Some(query) = &input.options.doc_query {
             let source_ids: Vec<String> = query
                 .source_ids
@@ -600,7 +623,18 @@ impl AnswerEngine {
             .await;
         }
 
-        // Follow-up questions.
+        Ok(())
+    }
+
+    /// Step 3: follow-up questions, when asked for and there is context to ask about.
+    async fn follow_ups(
+        &self,
+        input: &RunInput,
+        question: &str,
+        attachment: &Attachment,
+        sink: &mut Sink,
+    ) -> Result<()> {
+        let model = input.options.model_name.clone().unwrap_or_default();
         if input.options.generate_relevant_questions.unwrap_or(false) {
             let has_context = attachment.code.as_ref().is_some_and(|c| !c.is_empty())
                 || attachment.doc.as_ref().is_some_and(|d| !d.is_empty());
@@ -610,7 +644,7 @@ impl AnswerEngine {
                     format!(
                         "{}\n\nSuggest three short follow-up questions the user could ask next \
                          about this context. One question per line, nothing else.",
-                        context_prompt(&question, &attachment)
+                        context_prompt(question, attachment)
                     ),
                 )
                 .await
@@ -632,13 +666,25 @@ impl AnswerEngine {
             }
         }
 
-        // The answer.
-        let messages = self.answer_messages(&input.history, &attachment);
+        Ok(())
+    }
+
+    /// Step 4: the answer, streamed and persisted as it comes.
+    async fn answer(
+        &self,
+        input: &RunInput,
+        attachment: &Attachment,
+        sink: &mut Sink,
+    ) -> Result<()> {
+        let model = input.options.model_name.clone().unwrap_or_default();
+        let assistant = input.assistant_message_id;
+        let messages = self.answer_messages(&input.history, attachment);
         #[allow(deprecated)]
         let request = CreateChatCompletionRequest {
             model,
             messages: messages.clone(),
             presence_penalty: Some(self.deps.config.presence_penalty),
+            max_completion_tokens: Some(self.deps.config.max_tokens),
             ..Default::default()
         };
         let mut stream = self

@@ -4,6 +4,7 @@
 
 mod next_edit;
 pub mod prompt;
+mod snippets;
 pub mod types;
 
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use tabby_common::{
 use tabby_inference::{CompletionOptions, CompletionStream, ModelError, StopConditionFactory};
 pub use types::*;
 
-use self::prompt::PromptTemplate;
+use self::prompt::{PromptBudget, PromptInput, PromptTemplate};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompletionError {
@@ -109,36 +110,53 @@ impl CompletionService {
                     .suffix
                     .as_deref()
                     .is_some_and(|s| s.contains("\r\n"));
-            let (mut snippets, budget) = prompt::client_snippets(segments);
+            let mut snippets = snippets::client_snippets(segments);
             let rag_disabled = debug.is_some_and(|d| d.disable_retrieval_augmented_code_completion);
             if let (false, Some(search), Some(allowed)) =
                 (rag_disabled, &self.code_search, ctx.allowed_repositories)
             {
-                prompt::add_code_search_snippets(
-                    search.as_ref(),
-                    allowed,
-                    segments,
-                    language_name,
-                    &self.config.code_search_params,
-                    &mut snippets,
-                    budget,
-                )
-                .await;
+                snippets.extend(
+                    snippets::code_search_snippets(
+                        search.as_ref(),
+                        allowed,
+                        segments,
+                        language_name,
+                        &self.config.code_search_params,
+                    )
+                    .await,
+                );
             }
-            let prefix = prompt::prefix_with_snippets(language, &segments.prefix, &snippets);
-            let suffix = segments.suffix.clone().unwrap_or_default();
+            let suffix = segments.suffix.as_deref().unwrap_or_default();
             let (prefix, suffix) = if crlf {
-                (prefix.replace("\r\n", "\n"), suffix.replace("\r\n", "\n"))
+                (
+                    segments.prefix.replace("\r\n", "\n"),
+                    suffix.replace("\r\n", "\n"),
+                )
             } else {
-                (prefix, suffix)
+                (segments.prefix.clone(), suffix.to_string())
             };
-            let prompt = prompt::build_prompt(
+            let repo_name = segments
+                .git_url
+                .as_deref()
+                .and_then(tabby_common::git_url::GitUrl::parse);
+            let built = prompt::build_prompt(
                 self.template.as_ref(),
-                &prefix,
-                &suffix,
-                self.config.max_input_length,
+                self.config.snippet_format,
+                &PromptInput {
+                    prefix: &prefix,
+                    suffix: &suffix,
+                    snippets: &snippets,
+                    language,
+                    filepath: segments.filepath.as_deref(),
+                    repo_name: repo_name.as_ref().map(|u| u.name()),
+                },
+                PromptBudget {
+                    max_input_length: self.config.max_input_length,
+                    snippet_bytes: self.config.snippet_bytes,
+                    suffix_bytes: self.config.suffix_bytes,
+                },
             );
-            (prompt, snippets, crlf)
+            (built.prompt, built.snippets, crlf)
         };
 
         let mut text = self.stream_until_stop(&prompt, options, language).await?;

@@ -1,24 +1,21 @@
-//! Building the FIM prompt for a standard completion: pick snippets under a character budget
-//! (declarations, then changed files, then recent files, then server-side code search), inject
-//! them as line comments above the prefix, fill the template and fit the result into
-//! `max_input_length` bytes without ever cutting the template's own tokens.
+//! Building the FIM prompt of a standard completion from a byte budget.
+//!
+//! `max_input_length` bytes are shared out before anything is cut: the suffix gets at most
+//! `suffix_bytes`, the snippets at most `snippet_bytes` (more when the prefix is short), the
+//! prefix everything left. Snippets go in whole or not at all, in priority order; the prefix keeps
+//! the lines nearest the cursor, the suffix its first lines; the template's own tokens are never
+//! cut. Snippets are written either as line comments above the prefix (upstream's format) or as
+//! the files of a repository ahead of the current one (`<|repo_name|>` / `<|file_sep|>`, the
+//! format Qwen2.5-Coder was trained with for cross-file context).
 
 use std::collections::HashMap;
 
-use tabby_common::{
-    api::code::{AllowedCodeRepository, CodeSearch, CodeSearchError, CodeSearchQuery},
-    config::CodeSearchParams,
-    languages::Language,
-};
-use tabby_inference::clip_prefix_for_budget;
-use tracing::warn;
+use tabby_common::{config::SnippetFormat, languages::Language};
 
-use super::types::{Segments, Snippet};
+use super::types::Snippet;
 
-/// Characters of snippet text a prompt may carry.
-pub const SNIPPET_BUDGET_CHARS: usize = 768;
-/// Server-side code search runs only while more than this much budget is left.
-const MIN_BUDGET_FOR_CODE_SEARCH: usize = 256;
+/// Upstream's snippet budget (characters there; bytes here).
+pub const UPSTREAM_SNIPPET_BYTES: usize = 768;
 
 /// A FIM template with `{prefix}` and `{suffix}` placeholders, checked once at start-up.
 #[derive(Clone, Debug)]
@@ -40,6 +37,12 @@ impl PromptTemplate {
     pub fn as_str(&self) -> &str {
         &self.template
     }
+
+    /// Whether the template is Qwen2.5-Coder's FIM, whose model also knows the repository
+    /// tokens `<|repo_name|>` and `<|file_sep|>`.
+    fn knows_file_sep(&self) -> bool {
+        self.template.starts_with("<|fim_prefix|>")
+    }
 }
 
 fn fill(template: &str, prefix: &str, suffix: &str) -> Result<String, String> {
@@ -51,137 +54,219 @@ fn fill(template: &str, prefix: &str, suffix: &str) -> Result<String, String> {
         .map_err(|e| format!("prompt template {template:?} cannot be filled: {e}"))
 }
 
-/// Snippets from the request itself, in priority order, while they fit the budget.
-/// Returns the chosen snippets and the budget left.
-pub fn client_snippets(segments: &Segments) -> (Vec<Snippet>, usize) {
-    let mut budget = SNIPPET_BUDGET_CHARS;
-    let mut chosen = Vec::new();
-    let declarations = segments.declarations.iter().flatten().map(|d| Snippet {
-        filepath: d.filepath.clone(),
-        body: d.body.clone(),
-        score: 1.0,
-    });
-    let changed = segments
-        .relevant_snippets_from_changed_files
-        .iter()
-        .flatten()
-        .cloned();
-    let recent = segments
-        .relevant_snippets_from_recently_opened_files
-        .iter()
-        .flatten()
-        .cloned();
-    // Each list stops at its first item that does not fit, as upstream does.
-    for list in [
-        declarations.collect::<Vec<_>>(),
-        changed.collect(),
-        recent.collect(),
-    ] {
-        for snippet in list {
-            let size = snippet.body.chars().count();
-            if size > budget {
-                break;
-            }
-            budget -= size;
-            chosen.push(snippet);
-        }
-    }
-    (chosen, budget)
+/// How the prompt's bytes are shared out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PromptBudget {
+    /// The whole prompt, template included.
+    pub max_input_length: usize,
+    /// Most bytes of written snippets when the prefix needs the room.
+    pub snippet_bytes: usize,
+    /// Most bytes of suffix when the prefix needs the room.
+    pub suffix_bytes: usize,
 }
 
-/// Adds server-side code search hits (scored by RRF) while they fit the remaining budget.
-pub async fn add_code_search_snippets(
-    code_search: &dyn CodeSearch,
-    allowed: &AllowedCodeRepository,
-    segments: &Segments,
-    language: &str,
-    params: &CodeSearchParams,
-    snippets: &mut Vec<Snippet>,
-    mut budget: usize,
-) {
-    if budget <= MIN_BUDGET_FOR_CODE_SEARCH {
-        return;
-    }
-    let Some(git_url) = segments.git_url.as_deref() else {
-        return;
-    };
-    let Some(repo) = allowed.closest_match(git_url) else {
-        return;
-    };
-    let query = CodeSearchQuery {
-        filepath: segments.filepath.clone(),
-        language: Some(language.to_string()),
-        content: segments.prefix.clone(),
-        source_id: repo.source_id.clone(),
-    };
-    let hits = match code_search.search_in_language(query, params.clone()).await {
-        Ok(hits) => hits,
-        Err(CodeSearchError::NotReady) => return,
-        Err(e) => {
-            warn!("code search failed, completing without it: {e}");
-            return;
-        }
-    };
-    for hit in hits {
-        let size = hit.doc.body.chars().count();
-        if size > budget {
-            break;
-        }
-        budget -= size;
-        snippets.push(Snippet {
-            filepath: hit.doc.filepath,
-            body: hit.doc.body,
-            score: hit.scores.rrf,
-        });
+/// What goes into one prompt.
+pub struct PromptInput<'a> {
+    pub prefix: &'a str,
+    pub suffix: &'a str,
+    /// Candidates in priority order.
+    pub snippets: &'a [Snippet],
+    pub language: &'a Language,
+    /// The current file, for the repository format.
+    pub filepath: Option<&'a str>,
+    /// The repository's name, for the repository format.
+    pub repo_name: Option<&'a str>,
+}
+
+/// A prompt and the snippets it holds.
+#[derive(Debug)]
+pub struct BuiltPrompt {
+    pub prompt: String,
+    pub snippets: Vec<Snippet>,
+}
+
+/// The format snippets are written in for this template (`Auto`: the repository format where
+/// the template is Qwen2.5-Coder's, comments elsewhere).
+fn resolve_format(format: SnippetFormat, template: Option<&PromptTemplate>) -> SnippetFormat {
+    match (format, template) {
+        (_, None) => SnippetFormat::Comment,
+        (SnippetFormat::Auto, Some(t)) if t.knows_file_sep() => SnippetFormat::FileSep,
+        (SnippetFormat::Auto, _) => SnippetFormat::Comment,
+        (f, _) => f,
     }
 }
 
-/// Puts the snippets above the prefix as line comments:
-/// `<cc> Path: <file>`, `<cc> <line>` per body line, a bare `<cc>` between snippets.
-pub fn prefix_with_snippets(language: &Language, prefix: &str, snippets: &[Snippet]) -> String {
-    let Some(cc) = language.snippet_comment() else {
-        return prefix.to_string();
-    };
-    if snippets.is_empty() {
-        return prefix.to_string();
-    }
-    let mut out = String::new();
-    for (i, snippet) in snippets.iter().enumerate() {
-        if i > 0 {
-            out.push_str(cc);
-            out.push('\n');
-        }
-        out.push_str(&format!("{cc} Path: {}\n", snippet.filepath));
-        for line in snippet.body.lines() {
-            if line.is_empty() {
-                out.push_str(cc);
-            } else {
-                out.push_str(cc);
-                out.push(' ');
-                out.push_str(line);
-            }
-            out.push('\n');
-        }
-    }
-    out.push_str(prefix);
-    out
-}
-
-/// Fills the template (or uses the prefix alone when there is none) within `max_input_length`.
+/// Builds the prompt within `budget` (see the module doc). Without a template the prompt is the
+/// prefix alone (with comment snippets), its last `max_input_length` bytes at line starts.
 pub fn build_prompt(
     template: Option<&PromptTemplate>,
-    prefix: &str,
-    suffix: &str,
-    max_input_length: usize,
-) -> String {
-    let suffix = if suffix.is_empty() { "\n" } else { suffix };
-    match template {
-        Some(t) => {
-            let clipped = clip_prefix_for_budget(prefix, suffix, t.overhead, max_input_length);
-            fill(&t.template, clipped.prefix, clipped.suffix)
-                .expect("template was validated at start-up")
+    format: SnippetFormat,
+    input: &PromptInput<'_>,
+    budget: PromptBudget,
+) -> BuiltPrompt {
+    let format = resolve_format(format, template);
+    let suffix = match (template, input.suffix) {
+        (None, _) => "",
+        (Some(_), "") => "\n",
+        (Some(_), s) => s,
+    };
+    let overhead = template.map_or(0, |t| t.overhead);
+    let room = budget.max_input_length.saturating_sub(overhead);
+
+    // 1. The suffix, up to its share.
+    let suffix_kept = head_lines(suffix, suffix.len().min(budget.suffix_bytes).min(room));
+    // 2. The snippets: their share, or all the prefix leaves.
+    let writer = SnippetWriter::new(format, input);
+    let after_suffix = room - suffix_kept.len();
+    let snippet_room = budget
+        .snippet_bytes
+        .max(after_suffix.saturating_sub(input.prefix.len()))
+        .min(after_suffix);
+    let (written, chosen) = writer.write(input.snippets, input.prefix, input.suffix, snippet_room);
+    // 3. The prefix: the rest; then the suffix may grow into what the prefix did not need.
+    let prefix_room = after_suffix - written.len();
+    let prefix = tail_lines(input.prefix, prefix_room);
+    let suffix = head_lines(suffix, room - written.len() - prefix.len());
+
+    let prompt = match (template, format) {
+        (None, _) => format!("{written}{prefix}"),
+        (Some(t), SnippetFormat::FileSep) => {
+            let filled = fill(&t.template, prefix, suffix).expect("validated at start-up");
+            format!("{written}{filled}")
         }
-        None => tabby_inference::clip_to_last_bytes(prefix, max_input_length).to_string(),
+        (Some(t), _) => {
+            let filled = fill(&t.template, &format!("{written}{prefix}"), suffix)
+                .expect("validated at start-up");
+            filled
+        }
+    };
+    BuiltPrompt {
+        prompt,
+        snippets: chosen,
+    }
+}
+
+/// Writes snippets in one format.
+struct SnippetWriter<'a> {
+    format: SnippetFormat,
+    comment: Option<&'a str>,
+    /// The repository format's header and the current file's line, written once when any
+    /// snippet is.
+    header: String,
+    footer: String,
+}
+
+impl<'a> SnippetWriter<'a> {
+    fn new(format: SnippetFormat, input: &PromptInput<'a>) -> Self {
+        let (header, footer) = match format {
+            SnippetFormat::FileSep => (
+                format!("<|repo_name|>{}\n", input.repo_name.unwrap_or("repository")),
+                format!("<|file_sep|>{}\n", input.filepath.unwrap_or("current_file")),
+            ),
+            _ => (String::new(), String::new()),
+        };
+        Self {
+            format,
+            comment: input.language.snippet_comment(),
+            header,
+            footer,
+        }
+    }
+
+    fn render(&self, snippet: &Snippet, first: bool) -> Option<String> {
+        let mut out = String::new();
+        match self.format {
+            SnippetFormat::FileSep => {
+                out.push_str("<|file_sep|>");
+                out.push_str(&snippet.filepath);
+                out.push('\n');
+                out.push_str(snippet.body.trim_end_matches('\n'));
+                out.push('\n');
+            }
+            _ => {
+                let cc = self.comment?;
+                if !first {
+                    out.push_str(cc);
+                    out.push('\n');
+                }
+                out.push_str(&format!("{cc} Path: {}\n", snippet.filepath));
+                for line in snippet.body.lines() {
+                    out.push_str(cc);
+                    if !line.is_empty() {
+                        out.push(' ');
+                        out.push_str(line);
+                    }
+                    out.push('\n');
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// The snippets that fit in `room` bytes, whole, in order (a snippet that does not fit is
+    /// passed over for smaller ones after it; one already in the prefix or suffix is left out).
+    fn write(
+        &self,
+        snippets: &[Snippet],
+        prefix: &str,
+        suffix: &str,
+        room: usize,
+    ) -> (String, Vec<Snippet>) {
+        let frame = self.header.len() + self.footer.len();
+        let mut body = String::new();
+        let mut chosen = Vec::new();
+        for snippet in snippets {
+            let text = snippet.body.trim();
+            if text.is_empty() || prefix.contains(text) || suffix.contains(text) {
+                continue;
+            }
+            let Some(rendered) = self.render(snippet, chosen.is_empty()) else {
+                break;
+            };
+            if frame + body.len() + rendered.len() > room {
+                continue;
+            }
+            body.push_str(&rendered);
+            chosen.push(snippet.clone());
+        }
+        if chosen.is_empty() {
+            return (String::new(), chosen);
+        }
+        (format!("{}{body}{}", self.header, self.footer), chosen)
+    }
+}
+
+/// The longest end of `text` within `max` bytes that starts at a line start; when even the
+/// last line is longer, its last `max` bytes (at a char boundary).
+fn tail_lines(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let tail = tabby_inference::clip_to_last_bytes(text, max);
+    let cut = text.len() - tail.len();
+    if text.as_bytes().get(cut.wrapping_sub(1)) == Some(&b'\n') {
+        return tail;
+    }
+    match tail.find('\n') {
+        Some(i) if i + 1 < tail.len() => &tail[i + 1..],
+        _ => tail,
+    }
+}
+
+/// The longest start of `text` within `max` bytes that ends after a newline; when even the first
+/// line is longer, its first `max` bytes (at a char boundary).
+fn head_lines(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = &text[..end];
+    match head.rfind('\n') {
+        Some(i) => &head[..=i],
+        None => head,
     }
 }
 
@@ -190,7 +275,8 @@ mod tests {
     use tabby_common::languages::LanguageTable;
 
     use super::*;
-    use crate::services::completion::types::Declaration;
+
+    const QWEN: &str = "<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>";
 
     fn snippet(path: &str, body: &str) -> Snippet {
         Snippet {
@@ -200,34 +286,279 @@ mod tests {
         }
     }
 
+    fn budget(max: usize, snippets: usize, suffix: usize) -> PromptBudget {
+        PromptBudget {
+            max_input_length: max,
+            snippet_bytes: snippets,
+            suffix_bytes: suffix,
+        }
+    }
+
+    fn build(
+        template: Option<&str>,
+        format: SnippetFormat,
+        prefix: &str,
+        suffix: &str,
+        snippets: &[Snippet],
+        budget: PromptBudget,
+    ) -> BuiltPrompt {
+        let table = LanguageTable::builtin();
+        let template = template.map(|t| PromptTemplate::new(t).unwrap());
+        build_prompt(
+            template.as_ref(),
+            format,
+            &PromptInput {
+                prefix,
+                suffix,
+                snippets,
+                language: table.get("python"),
+                filepath: Some("pkg/main.py"),
+                repo_name: Some("acme/app"),
+            },
+            budget,
+        )
+    }
+
+    /// An editor-sized request: 40 lines before the cursor, 20 after.
+    fn editor_request() -> (String, String) {
+        let prefix: String = (0..40)
+            .map(|i| format!("    value_{i} = compute_something(value_{i}, option={i})\n"))
+            .collect::<String>()
+            + "    result = helper(";
+        let suffix: String = (0..20)
+            .map(|i| format!("    after_{i} = finish(after_{i})\n"))
+            .collect();
+        (prefix, suffix)
+    }
+
     #[test]
-    fn template_filled_and_empty_suffix_is_newline() {
-        let t = PromptTemplate::new("<PRE> {prefix} <SUF>{suffix} <MID>").unwrap();
-        assert_eq!(
-            build_prompt(Some(&t), "a", "", 100),
-            "<PRE> a <SUF>\n <MID>"
+    fn editor_sized_prompt_keeps_the_top_snippet_whole() {
+        let (prefix, suffix) = editor_request();
+        assert!(prefix.len() + suffix.len() > 2000);
+        let top = snippet(
+            "pkg/helper.py",
+            "def helper(a, b):\n    \"\"\"Adds.\"\"\"\n    return a + b",
+        );
+        for format in [SnippetFormat::Comment, SnippetFormat::FileSep] {
+            let built = build(
+                Some(QWEN),
+                format,
+                &prefix,
+                &suffix,
+                std::slice::from_ref(&top),
+                budget(1536, 512, 256),
+            );
+            let p = &built.prompt;
+            assert!(p.len() <= 1536, "{}", p.len());
+            assert!(p.contains("def helper(a, b):"), "{format:?}: {p}");
+            assert!(p.contains("return a + b"), "{format:?}: {p}");
+            assert_eq!(built.snippets.len(), 1);
+            // The cursor line and the suffix's first line are there; the prefix starts at a line.
+            assert!(
+                p.contains("    result = helper(<|fim_suffix|>    after_0 = finish(after_0)\n")
+            );
+            assert!(p.ends_with("<|fim_middle|>"));
+        }
+    }
+
+    #[test]
+    fn comment_format_above_the_prefix() {
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::Comment,
+            "def f():",
+            "",
+            &[snippet("a.py", "x = 1\n\ny = 2"), snippet("b.py", "z")],
+            budget(1000, 500, 100),
         );
         assert_eq!(
-            build_prompt(Some(&t), "a", "b", 100),
-            "<PRE> a <SUF>b <MID>"
+            built.prompt,
+            "<|fim_prefix|># Path: a.py\n# x = 1\n#\n# y = 2\n#\n# Path: b.py\n# z\ndef f():\
+             <|fim_suffix|>\n<|fim_middle|>"
         );
+    }
+
+    #[test]
+    fn repository_format_puts_files_ahead_of_the_current_one() {
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::FileSep,
+            "def f():",
+            "    pass\n",
+            &[snippet("a.py", "x = 1\n")],
+            budget(1000, 500, 100),
+        );
+        assert_eq!(
+            built.prompt,
+            "<|repo_name|>acme/app\n<|file_sep|>a.py\nx = 1\n<|file_sep|>pkg/main.py\n\
+             <|fim_prefix|>def f():<|fim_suffix|>    pass\n<|fim_middle|>"
+        );
+    }
+
+    #[test]
+    fn auto_picks_the_repository_format_for_qwen_templates_only() {
+        let qwen = PromptTemplate::new(QWEN).unwrap();
+        let other = PromptTemplate::new("<PRE> {prefix} <SUF>{suffix} <MID>").unwrap();
+        assert_eq!(
+            resolve_format(SnippetFormat::Auto, Some(&qwen)),
+            SnippetFormat::FileSep
+        );
+        assert_eq!(
+            resolve_format(SnippetFormat::Auto, Some(&other)),
+            SnippetFormat::Comment
+        );
+        assert_eq!(
+            resolve_format(SnippetFormat::FileSep, None),
+            SnippetFormat::Comment
+        );
+    }
+
+    #[test]
+    fn snippets_are_whole_or_left_out_and_smaller_ones_still_fit() {
+        let big = snippet("big.py", &"b = 1\n".repeat(100));
+        let small = snippet("small.py", "s = 2");
+        let (prefix, suffix) = editor_request();
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::Comment,
+            &prefix,
+            &suffix,
+            &[big, small],
+            budget(1536, 300, 256),
+        );
+        assert_eq!(built.snippets.len(), 1);
+        assert_eq!(built.snippets[0].filepath, "small.py");
+        assert!(!built.prompt.contains("big.py"));
+        assert!(built.prompt.contains("# Path: small.py\n# s = 2\n"));
+    }
+
+    #[test]
+    fn budget_split_between_snippets_prefix_and_suffix() {
+        let (prefix, suffix) = editor_request();
+        let snippets: Vec<_> = (0..10)
+            .map(|i| {
+                snippet(
+                    &format!("m{i}.py"),
+                    &format!("def m{i}(x):\n    return x * {i}"),
+                )
+            })
+            .collect();
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::FileSep,
+            &prefix,
+            &suffix,
+            &snippets,
+            budget(1536, 400, 200),
+        );
+        let p = &built.prompt;
+        let overhead = "<|fim_prefix|><|fim_suffix|><|fim_middle|>".len();
+        let (head, rest) = p.split_once("<|fim_prefix|>").unwrap();
+        let (pre, rest) = rest.split_once("<|fim_suffix|>").unwrap();
+        let suf = rest.strip_suffix("<|fim_middle|>").unwrap();
+        assert!(head.len() <= 400, "snippets {}", head.len());
+        assert!(
+            suf.len() <= 200 && suf.ends_with('\n'),
+            "suffix {}",
+            suf.len()
+        );
+        assert_eq!(head.len() + pre.len() + suf.len() + overhead, p.len());
+        assert!(p.len() <= 1536);
+        // The prefix took the rest, at a line start.
+        assert!(
+            pre.len() > 1536 - overhead - 400 - 200 - 60,
+            "prefix {}",
+            pre.len()
+        );
+        assert!(prefix.ends_with(pre) && pre.starts_with("    value_"));
+        assert!(built.snippets.len() >= 3);
+    }
+
+    #[test]
+    fn a_short_prefix_leaves_its_room_to_snippets_and_suffix() {
+        let snippets: Vec<_> = (0..10)
+            .map(|i| snippet(&format!("m{i}.py"), &"x".repeat(90)))
+            .collect();
+        let suffix = "tail line\n".repeat(100);
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::FileSep,
+            "import os\n",
+            &suffix,
+            &snippets,
+            budget(1536, 200, 200),
+        );
+        assert!(built.snippets.len() >= 10, "{}", built.snippets.len());
+        assert!(built.prompt.len() > 1400 && built.prompt.len() <= 1536);
+    }
+
+    #[test]
+    fn the_fim_tokens_survive_any_input() {
+        let one_line = "x".repeat(5000) + "CURSOR";
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::Auto,
+            &one_line,
+            &"y".repeat(5000),
+            &[snippet("a.py", &"z".repeat(3000))],
+            budget(1536, 512, 256),
+        );
+        let p = &built.prompt;
+        assert!(p.starts_with("<|fim_prefix|>"), "{}", &p[..40]);
+        assert!(p.contains("CURSOR<|fim_suffix|>"));
+        assert!(p.ends_with("<|fim_middle|>"));
+        assert!(p.len() <= 1536);
+        assert!(built.snippets.is_empty());
+    }
+
+    #[test]
+    fn snippet_already_in_the_prefix_is_left_out() {
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::Comment,
+            "def g():\n    return 1\n\ndef f():",
+            "",
+            &[snippet("a.py", "def g():\n    return 1\n")],
+            budget(1000, 500, 100),
+        );
+        assert!(built.snippets.is_empty());
     }
 
     #[test]
     fn no_template_means_prefix_only() {
-        assert_eq!(build_prompt(None, "abcdef", "zzz", 4), "cdef");
+        let built = build(
+            None,
+            SnippetFormat::Auto,
+            "abc\ndef",
+            "zzz",
+            &[],
+            budget(4, 0, 0),
+        );
+        assert_eq!(built.prompt, "def");
     }
 
     #[test]
-    fn clipping_never_cuts_the_leading_fim_token() {
-        let t = PromptTemplate::new("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>")
-            .unwrap();
-        let prefix = "x".repeat(5000) + "CURSOR";
-        let prompt = build_prompt(Some(&t), &prefix, "tail", 1536);
-        assert!(prompt.starts_with("<|fim_prefix|>"), "{prompt}");
-        assert!(prompt.ends_with("<|fim_suffix|>tail<|fim_middle|>"));
-        assert!(prompt.contains("CURSOR<|fim_suffix|>"));
-        assert!(prompt.len() <= 1536);
+    fn no_comment_syntax_means_no_comment_snippets() {
+        let table = LanguageTable::builtin();
+        let t = PromptTemplate::new(QWEN).unwrap();
+        let built = build_prompt(
+            Some(&t),
+            SnippetFormat::Comment,
+            &PromptInput {
+                prefix: "p",
+                suffix: "",
+                snippets: &[snippet("a", "b")],
+                language: table.get("unknown"),
+                filepath: None,
+                repo_name: None,
+            },
+            budget(1000, 500, 100),
+        );
+        assert!(built.snippets.is_empty());
+        assert_eq!(
+            built.prompt,
+            "<|fim_prefix|>p<|fim_suffix|>\n<|fim_middle|>"
+        );
     }
 
     #[test]
@@ -236,50 +567,13 @@ mod tests {
     }
 
     #[test]
-    fn snippets_become_comments() {
-        let table = LanguageTable::builtin();
-        let out = prefix_with_snippets(
-            table.get("python"),
-            "def f():",
-            &[snippet("a.py", "x = 1\n\ny = 2"), snippet("b.py", "z")],
-        );
-        assert_eq!(
-            out,
-            "# Path: a.py\n# x = 1\n#\n# y = 2\n#\n# Path: b.py\n# z\ndef f():"
-        );
-    }
-
-    #[test]
-    fn no_comment_syntax_means_no_snippets() {
-        let table = LanguageTable::builtin();
-        let out = prefix_with_snippets(table.get("unknown"), "p", &[snippet("a", "b")]);
-        assert_eq!(out, "p");
-        let out = prefix_with_snippets(table.get("css"), "p", &[snippet("a", "b")]);
-        assert_eq!(out, "p");
-    }
-
-    #[test]
-    fn budget_order_and_stop_at_first_misfit() {
-        let segments = Segments {
-            prefix: String::new(),
-            declarations: Some(vec![Declaration {
-                filepath: "d".into(),
-                body: "d".repeat(500),
-            }]),
-            relevant_snippets_from_changed_files: Some(vec![
-                snippet("c1", &"c".repeat(300)), // does not fit (268 left): list stops
-                snippet("c2", "small"),
-            ]),
-            relevant_snippets_from_recently_opened_files: Some(vec![snippet(
-                "r1",
-                &"r".repeat(200),
-            )]),
-            ..Default::default()
-        };
-        let (chosen, left) = client_snippets(&segments);
-        let paths: Vec<_> = chosen.iter().map(|s| s.filepath.as_str()).collect();
-        assert_eq!(paths, vec!["d", "r1"]);
-        assert_eq!(left, 768 - 500 - 200);
-        assert_eq!(chosen[0].score, 1.0);
+    fn line_clipping_helpers() {
+        assert_eq!(tail_lines("aa\nbb\ncc", 5), "bb\ncc");
+        assert_eq!(tail_lines("aa\nbb\ncc", 4), "cc");
+        assert_eq!(tail_lines("aaaaaa", 3), "aaa");
+        assert_eq!(tail_lines("aé", 1), "");
+        assert_eq!(head_lines("aa\nbb\ncc", 5), "aa\n");
+        assert_eq!(head_lines("aaaaaa", 3), "aaa");
+        assert_eq!(head_lines("éé", 3), "é");
     }
 }

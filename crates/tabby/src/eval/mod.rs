@@ -5,6 +5,10 @@
 //! Scoring follows `shared/eval/score.py`: a result hits a relevant range when the path is the
 //! same and the line ranges overlap; only the top 10 count; nDCG credits each relevant range once.
 
+mod completion;
+
+pub use completion::{CompletionEvalOptions, Variant, run as run_completion};
+
 use std::{
     collections::BTreeMap,
     io::Write,
@@ -213,37 +217,72 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[i].as_secs_f64() * 1e3
 }
 
-pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
-    let queries = read_queries(&options.queries)?;
-    let sources = corpus_sources(&options.corpus)?;
+/// A corpus indexed into a temporary directory (removed when this is dropped).
+struct IndexedCorpus {
+    tmp: tempfile::TempDir,
+    index_dir: PathBuf,
+    /// Source name (`full`, `nodocs` or `corpus`) → directory.
+    sources: BTreeMap<String, PathBuf>,
+}
+
+impl IndexedCorpus {
+    /// The `file://` URL the source was indexed under (what an editor's git_url would match).
+    fn git_url(&self, source: &str) -> anyhow::Result<String> {
+        let dir = self
+            .sources
+            .get(source)
+            .with_context(|| format!("no corpus source {source:?}"))?;
+        Ok(format!("file://{}", dir.canonicalize()?.display()))
+    }
+}
+
+async fn index_corpus(
+    corpus: &Path,
+    embedding: Option<&CodeSearchEmbedding>,
+    config: &Config,
+) -> anyhow::Result<IndexedCorpus> {
+    let sources = corpus_sources(corpus)?;
     let tmp = tempfile::tempdir().context("cannot create a temporary index directory")?;
     let index_dir = tmp.path().join("index");
+    let started = Instant::now();
+    let setup = embedding.map(|e| EmbeddingSetup {
+        model: e.model.clone(),
+        model_id: e.model_id.clone(),
+        max_input_bytes: config.embedding.max_input_length,
+    });
+    let mut indexer = CodeIndexer::open(&index_dir, setup, LanguageTable::builtin()).await?;
+    let corpus = IndexedCorpus {
+        index_dir: index_dir.clone(),
+        sources,
+        tmp,
+    };
+    for name in corpus.sources.keys() {
+        let repo = RepositoryToIndex {
+            source_id: format!("eval:{name}"),
+            git_url: corpus.git_url(name)?,
+            refs: vec![],
+        };
+        let summary = indexer
+            .index_repository(&repo, &corpus.tmp.path().join("repositories"), &NoProgress)
+            .await?;
+        eprint!("{summary}");
+    }
+    drop(indexer);
+    eprintln!("indexed in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(corpus)
+}
+
+pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
+    let queries = read_queries(&options.queries)?;
+    let corpus = index_corpus(&options.corpus, options.embedding.as_ref(), &options.config).await?;
+    let sources = &corpus.sources;
     let languages = LanguageTable::builtin();
 
-    let started = Instant::now();
-    let setup = options.embedding.clone().map(|e| EmbeddingSetup {
-        model: e.model,
-        model_id: e.model_id,
-        max_input_bytes: options.config.embedding.max_input_length,
-    });
-    {
-        let mut indexer = CodeIndexer::open(&index_dir, setup, languages.clone()).await?;
-        for (name, dir) in &sources {
-            let repo = RepositoryToIndex {
-                source_id: format!("eval:{name}"),
-                git_url: format!("file://{}", dir.canonicalize()?.display()),
-                refs: vec![],
-            };
-            let summary = indexer
-                .index_repository(&repo, &tmp.path().join("repositories"), &NoProgress)
-                .await?;
-            eprint!("{summary}");
-        }
-    }
-    eprintln!("indexed in {:.1} s", started.elapsed().as_secs_f64());
-
-    let mut service =
-        CodeSearchService::new(index_dir, options.embedding.clone(), Arc::new(languages));
+    let mut service = CodeSearchService::new(
+        corpus.index_dir.clone(),
+        options.embedding.clone(),
+        Arc::new(languages),
+    );
     service.query_strategy = options.strategy;
 
     let mut results: BTreeMap<Leg, Vec<(String, Vec<Range>)>> = BTreeMap::new();

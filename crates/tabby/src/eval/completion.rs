@@ -1,0 +1,512 @@
+//! `tabby eval --mode completion`: the completion queries of a set run through the real
+//! completion service and the configured completion model, once per configuration (retrieval
+//! off, on, and variants), greedy so that every run gives the same text.
+//!
+//! The editor's view is rebuilt from the corpus: the prefix is the query text (the lines before
+//! the call line and the call line up to the callee's name), the suffix the lines after the call
+//! line (never the rest of the call line, which starts with the answer), the filepath and the
+//! `file://` git_url the corpus was indexed under. Scores: whether the first identifier
+//! generated is the callee (CrossCodeEval's identifier match), exact match and edit similarity
+//! of the first line against the corpus line, the share of prompts holding a snippet that
+//! overlaps the target, prompt size, and latency with and without the model.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use serde::Deserialize;
+use serde_json::json;
+use tabby_common::{
+    api::{
+        code::{AllowedCodeRepository, CodeRepository, CodeSearch},
+        event::ComposedLogger,
+    },
+    config::{CodeSearchParams, CompletionConfig, Config, SnippetFormat},
+    languages::LanguageTable,
+};
+use tabby_inference::{CompletionOptions, CompletionStream, ModelError};
+
+use super::{IndexedCorpus, Range, index_corpus, percentile};
+use crate::services::{
+    code::{CodeSearchEmbedding, CodeSearchService, QueryStrategy},
+    completion::{
+        CompletionModel, CompletionRequest, CompletionService, DebugOptions, RequestContext,
+        Segments, Snippet,
+    },
+};
+
+/// Lines after the call line that the editor sends as the suffix (tabby-agent sends 20).
+const SUFFIX_LINES: usize = 20;
+
+/// One configuration of the completion service, from `--variants` (`+` combines parts).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    pub name: String,
+    retrieval: bool,
+    format: Option<SnippetFormat>,
+    /// Thresholds off (every candidate may become a snippet).
+    open: bool,
+    /// Upstream's values: comment snippets within 768 bytes, upstream thresholds.
+    upstream: bool,
+}
+
+impl Variant {
+    /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `upstream`, combined with `+`
+    /// (e.g. `file_sep+open`); a comma separates variants.
+    pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
+        list.split(',').map(|v| Variant::parse(v.trim())).collect()
+    }
+
+    fn parse(spec: &str) -> anyhow::Result<Variant> {
+        let mut v = Variant {
+            name: spec.to_string(),
+            retrieval: true,
+            format: None,
+            open: false,
+            upstream: false,
+        };
+        for part in spec.split('+') {
+            match part {
+                "off" => v.retrieval = false,
+                "on" => {}
+                "comment" => v.format = Some(SnippetFormat::Comment),
+                "file_sep" => v.format = Some(SnippetFormat::FileSep),
+                "auto" => v.format = Some(SnippetFormat::Auto),
+                "open" => v.open = true,
+                "upstream" => v.upstream = true,
+                other => bail!(
+                    "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open or upstream"
+                ),
+            }
+        }
+        Ok(v)
+    }
+
+    fn config(&self, base: &CompletionConfig) -> CompletionConfig {
+        let mut c = base.clone();
+        if self.upstream {
+            c.snippet_format = SnippetFormat::Comment;
+            c.snippet_bytes = crate::services::completion::prompt::UPSTREAM_SNIPPET_BYTES;
+            c.code_search_params = CodeSearchParams::completion_default();
+        }
+        if let Some(f) = self.format {
+            c.snippet_format = f;
+        }
+        if self.open {
+            let n = c.code_search_params.num_to_return;
+            c.code_search_params =
+                CodeSearchParams::without_thresholds(n, c.code_search_params.num_to_score);
+        }
+        c
+    }
+}
+
+pub struct CompletionEvalOptions {
+    pub queries: PathBuf,
+    pub corpus: PathBuf,
+    pub embedding: Option<CodeSearchEmbedding>,
+    pub strategy: QueryStrategy,
+    pub variants: Vec<Variant>,
+    /// The first N completion queries only.
+    pub limit: Option<usize>,
+    pub out: Option<PathBuf>,
+    pub config: Config,
+    pub model: CompletionModel,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+struct CompletionQuery {
+    id: String,
+    #[serde(default)]
+    language: Option<String>,
+    query: String,
+    filepath: Option<String>,
+    relevant: Vec<Range>,
+    symbol: String,
+    call_line: usize,
+    #[serde(default)]
+    corpus: Option<String>,
+}
+
+/// A query with the editor's view rebuilt from the corpus.
+struct Case {
+    query: CompletionQuery,
+    filepath: String,
+    suffix: String,
+    /// The rest of the call line: what the model should write first.
+    expected_line: String,
+}
+
+fn read_cases(path: &Path, corpus: &IndexedCorpus) -> anyhow::Result<Vec<Case>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut cases = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let kind: serde_json::Value = serde_json::from_str(line)
+            .with_context(|| format!("{}:{}: not JSON", path.display(), i + 1))?;
+        if kind.get("kind").and_then(|k| k.as_str()) != Some("completion") {
+            continue;
+        }
+        let query: CompletionQuery = serde_json::from_value(kind).with_context(|| {
+            format!(
+                "{}:{}: not a completion query (needs query, filepath, relevant, symbol, call_line)",
+                path.display(),
+                i + 1
+            )
+        })?;
+        let source = query.corpus.clone().unwrap_or_else(|| "full".into());
+        let dir = corpus
+            .sources
+            .get(&source)
+            .or_else(|| corpus.sources.values().next())
+            .context("the corpus has no source")?;
+        let filepath = query.filepath.clone().with_context(|| {
+            format!(
+                "{}:{}: completion query without filepath",
+                path.display(),
+                i + 1
+            )
+        })?;
+        let file = std::fs::read_to_string(dir.join(&filepath))
+            .with_context(|| format!("{}: cannot read {filepath} in the corpus", query.id))?;
+        let lines: Vec<&str> = file.lines().collect();
+        let Some(call) = query.call_line.checked_sub(1).and_then(|i| lines.get(i)) else {
+            bail!(
+                "{}: call_line {} is not in {filepath}",
+                query.id,
+                query.call_line
+            );
+        };
+        let typed = query.query.rsplit('\n').next().unwrap_or("");
+        let expected_line = call.get(typed.len()..).unwrap_or("").to_string();
+        let suffix: String = lines
+            .iter()
+            .skip(query.call_line)
+            .take(SUFFIX_LINES)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        cases.push(Case {
+            query,
+            filepath,
+            suffix,
+            expected_line,
+        });
+    }
+    Ok(cases)
+}
+
+/// Sums over the queries of one variant.
+#[derive(Default)]
+struct Tally {
+    n: usize,
+    identifier: usize,
+    exact: usize,
+    edit_similarity: f64,
+    with_snippet: usize,
+    with_target_snippet: usize,
+    prompt_bytes: usize,
+    latency: Vec<Duration>,
+    overhead: Vec<Duration>,
+}
+
+pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
+    let corpus = index_corpus(&options.corpus, options.embedding.as_ref(), &options.config).await?;
+    let mut cases = read_cases(&options.queries, &corpus)?;
+    if let Some(n) = options.limit {
+        cases.truncate(n);
+    }
+    if cases.is_empty() {
+        bail!("{} holds no completion query", options.queries.display());
+    }
+    let languages = Arc::new(LanguageTable::builtin());
+    let mut search = CodeSearchService::new(
+        corpus.index_dir.clone(),
+        options.embedding.clone(),
+        languages.clone(),
+    );
+    search.query_strategy = options.strategy;
+    let search: Arc<dyn CodeSearch> = Arc::new(search);
+
+    let mut out = match &options.out {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot write {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let mut tallies = Vec::new();
+    for variant in &options.variants {
+        let config = variant.config(&options.config.completion);
+        let service = |engine: Arc<dyn CompletionStream>| {
+            CompletionService::new(
+                CompletionModel {
+                    engine,
+                    prompt_template: options.model.prompt_template.clone(),
+                    additional_stop_words: options.model.additional_stop_words.clone(),
+                },
+                languages.clone(),
+                config.clone(),
+                Some(search.clone()),
+                Arc::new(ComposedLogger(vec![])),
+            )
+        };
+        let with_model = service(options.model.engine.clone());
+        let without_model = service(Arc::new(NoModel));
+        let mut tally = Tally::default();
+        for (i, case) in cases.iter().enumerate() {
+            let source = case.query.corpus.clone().unwrap_or_else(|| "full".into());
+            let git_url = corpus.git_url(&source).or_else(|_| {
+                corpus
+                    .sources
+                    .keys()
+                    .next()
+                    .map(|s| corpus.git_url(s))
+                    .context("the corpus has no source")?
+            })?;
+            let allowed = AllowedCodeRepository {
+                list: vec![CodeRepository {
+                    git_url: git_url.clone(),
+                    source_id: format!("eval:{source}"),
+                }],
+            };
+            let request = request(case, &git_url, variant.retrieval);
+            let ctx = || RequestContext {
+                allowed_repositories: Some(&allowed),
+                ..Default::default()
+            };
+            let t = Instant::now();
+            without_model.generate(request.clone(), ctx()).await?;
+            tally.overhead.push(t.elapsed());
+            let t = Instant::now();
+            let response = with_model.generate(request, ctx()).await?;
+            tally.latency.push(t.elapsed());
+
+            let text = response.choices.first().map_or("", |c| c.text.as_str());
+            let debug = response.debug_data.unwrap_or_default();
+            let prompt = debug.prompt.unwrap_or_default();
+            let snippets = debug.snippets.unwrap_or_default();
+            let first_line = text.lines().next().unwrap_or("").trim_end();
+            let expected = case.expected_line.trim_end();
+            let identifier_hit = first_identifier(text) == Some(case.query.symbol.as_str());
+            let target_snippet = snippets
+                .iter()
+                .any(|s| snippet_overlaps(s, &case.query.relevant, &corpus, &source));
+            tally.n += 1;
+            tally.identifier += identifier_hit as usize;
+            tally.exact += (first_line == expected) as usize;
+            tally.edit_similarity += edit_similarity(first_line, expected);
+            tally.with_snippet += (!snippets.is_empty()) as usize;
+            tally.with_target_snippet += target_snippet as usize;
+            tally.prompt_bytes += prompt.len();
+            if let Some(out) = out.as_mut() {
+                writeln!(
+                    out,
+                    "{}",
+                    json!({
+                        "id": case.query.id, "variant": variant.name, "text": text,
+                        "expected_line": case.expected_line, "symbol": case.query.symbol,
+                        "identifier_match": identifier_hit, "prompt_bytes": prompt.len(),
+                        "snippets": snippets.iter().map(|s| &s.filepath).collect::<Vec<_>>(),
+                        "target_snippet": target_snippet,
+                    })
+                )?;
+            }
+            if (i + 1) % 10 == 0 {
+                eprintln!(
+                    "{}: {}/{} queries, identifier match so far {:.3}",
+                    variant.name,
+                    i + 1,
+                    cases.len(),
+                    tally.identifier as f64 / tally.n as f64
+                );
+            }
+        }
+        tallies.push((variant.name.clone(), tally));
+    }
+    if let Some(mut out) = out {
+        out.flush()?;
+    }
+
+    println!(
+        "completion eval: {} queries, model template {:?}, embedding {}, max_input_length {}",
+        cases.len(),
+        options.model.prompt_template.as_ref().map(|t| t.as_str()),
+        options
+            .embedding
+            .as_ref()
+            .map_or("none", |e| e.model_id.as_str()),
+        options.config.completion.max_input_length,
+    );
+    println!(
+        "| variant | n | identifier match | exact line | edit sim | with snippet | target snippet | prompt bytes | latency p50 / p90 ms | server overhead p50 ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for (name, mut t) in tallies {
+        let n = t.n.max(1) as f64;
+        t.latency.sort();
+        t.overhead.sort();
+        println!(
+            "| {name} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} / {:.0} | {:.2} |",
+            t.n,
+            t.identifier as f64 / n,
+            t.exact as f64 / n,
+            t.edit_similarity / n,
+            t.with_snippet as f64 / n,
+            t.with_target_snippet as f64 / n,
+            t.prompt_bytes as f64 / n,
+            percentile(&t.latency, 0.5),
+            percentile(&t.latency, 0.9),
+            percentile(&t.overhead, 0.5),
+        );
+    }
+    Ok(())
+}
+
+fn request(case: &Case, git_url: &str, retrieval: bool) -> CompletionRequest {
+    CompletionRequest {
+        language: case.query.language.clone(),
+        segments: Some(Segments {
+            prefix: case.query.query.clone(),
+            suffix: Some(case.suffix.clone()),
+            filepath: Some(case.filepath.clone()),
+            git_url: Some(git_url.to_string()),
+            ..Default::default()
+        }),
+        debug_options: Some(DebugOptions {
+            return_snippets: true,
+            return_prompt: true,
+            disable_retrieval_augmented_code_completion: !retrieval,
+            ..Default::default()
+        }),
+        temperature: Some(0.0),
+        seed: Some(0),
+        ..Default::default()
+    }
+}
+
+/// Whether `snippet` is a piece of a relevant range: same file, and its text found there at
+/// lines that overlap the range.
+fn snippet_overlaps(
+    snippet: &Snippet,
+    relevant: &[Range],
+    corpus: &IndexedCorpus,
+    source: &str,
+) -> bool {
+    let in_file: Vec<&Range> = relevant
+        .iter()
+        .filter(|r| r.filepath == snippet.filepath)
+        .collect();
+    if in_file.is_empty() {
+        return false;
+    }
+    let Some(dir) = corpus.sources.get(source) else {
+        return false;
+    };
+    let Ok(file) = std::fs::read_to_string(dir.join(&snippet.filepath)) else {
+        return false;
+    };
+    let body = snippet.body.trim();
+    let mut from = 0;
+    while let Some(at) = file[from..].find(body) {
+        let start = file[..from + at].matches('\n').count() + 1;
+        let end = start + body.matches('\n').count();
+        if in_file
+            .iter()
+            .any(|r| start <= r.end_line && r.start_line <= end)
+        {
+            return true;
+        }
+        from += at + body.len().max(1);
+        if from >= file.len() {
+            break;
+        }
+    }
+    false
+}
+
+/// The first identifier (`[A-Za-z_][A-Za-z0-9_]*`) of `text`.
+fn first_identifier(text: &str) -> Option<&str> {
+    let start = text.find(|c: char| c.is_ascii_alphabetic() || c == '_')?;
+    let rest = &text[start..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// 1 − Levenshtein distance / the longer length, over chars (1 for two empty strings).
+fn edit_similarity(a: &str, b: &str) -> f64 {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let longest = a.len().max(b.len());
+    if longest == 0 {
+        return 1.0;
+    }
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    1.0 - row[b.len()] as f64 / longest as f64
+}
+
+/// A model that answers nothing at once: times the server's own part of a completion.
+struct NoModel;
+
+#[async_trait]
+impl CompletionStream for NoModel {
+    async fn generate(
+        &self,
+        _prompt: &str,
+        _options: CompletionOptions,
+    ) -> BoxStream<'static, Result<String, ModelError>> {
+        Box::pin(futures::stream::empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_and_similarity() {
+        assert_eq!(
+            first_identifier("get_best_encoding(x)"),
+            Some("get_best_encoding")
+        );
+        assert_eq!(first_identifier("  (foo.bar"), Some("foo"));
+        assert_eq!(first_identifier("123 + 4"), None);
+        assert_eq!(edit_similarity("abc", "abc"), 1.0);
+        assert_eq!(edit_similarity("", ""), 1.0);
+        assert!((edit_similarity("kitten", "sitting") - (1.0 - 3.0 / 7.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn variants_parse_and_name_the_bad_part() {
+        let v = Variant::parse_list("off,on,file_sep+open,upstream").unwrap();
+        assert_eq!(v.len(), 4);
+        assert!(!v[0].retrieval && v[1].retrieval);
+        assert_eq!(v[2].format, Some(SnippetFormat::FileSep));
+        assert!(v[2].open);
+        let c = v[3].config(&CompletionConfig::default());
+        assert_eq!(c.snippet_format, SnippetFormat::Comment);
+        let err = Variant::parse_list("on,fast").unwrap_err().to_string();
+        assert!(err.contains("\"fast\""), "{err}");
+    }
+}
