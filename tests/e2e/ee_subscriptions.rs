@@ -52,9 +52,10 @@ pub(crate) enum Received {
 
 pub(crate) async fn receive(socket: &mut Socket) -> Received {
     loop {
-        let next = tokio::time::timeout(Duration::from_secs(10), socket.next())
+        // Long enough for a real model's first step on a busy 2-core machine.
+        let next = tokio::time::timeout(Duration::from_secs(90), socket.next())
             .await
-            .expect("no message from the server within 10 s");
+            .expect("no message from the server within 90 s");
         match next {
             None => return Received::Closed(None),
             Some(Err(e)) => panic!("WebSocket error: {e}"),

@@ -120,12 +120,14 @@ async fn missing_default_weights_are_a_clear_503_naming_tabby_download() {
     )
     .await;
     assert_error(s, &b, 503, "tabby download");
+    assert_no_internals(&b);
     let (s, b) = post_json(
         &server.url("/v1/chat/completions"),
         &json!({"model": "", "messages": [{"role": "user", "content": "hi"}]}),
     )
     .await;
     assert_error(s, &b, 503, "tabby download");
+    assert_no_internals(&b);
     let (s, health) = get_json(&server.url("/v1/health")).await;
     assert_eq!(s, 200);
     assert_eq!(
@@ -180,4 +182,20 @@ async fn failing_or_missing_backend_is_a_gateway_error() {
     )
     .await;
     assert_eq!(s, 503, "{b}");
+}
+
+/// An error body names no server path and carries no backtrace.
+fn assert_no_internals(body: &serde_json::Value) {
+    let text = body.to_string();
+    for leak in [
+        "/tmp/",
+        "/root/",
+        ".tabby/",
+        "backtrace",
+        "stack backtrace",
+        "src/",
+        ".rs:",
+    ] {
+        assert!(!text.contains(leak), "{leak:?} in {text}");
+    }
 }

@@ -230,7 +230,15 @@ pub struct CodeSearchParams {
 }
 
 impl CodeSearchParams {
+    /// No score thresholds: the prompt's snippet budget, filled in rank order, is the limit.
+    /// Upstream's thresholds let no snippet through on most editor requests (`tabby eval --mode
+    /// completion`, variant `upstream`); they remain as [`CodeSearchParams::upstream_completion`].
     pub fn completion_default() -> Self {
+        Self::without_thresholds(20, 40)
+    }
+
+    /// Upstream Tabby's completion thresholds.
+    pub fn upstream_completion() -> Self {
         Self {
             min_embedding_score: 0.75,
             min_bm25_score: 8.0,

@@ -38,6 +38,20 @@ pub enum ModelError {
     InvalidRequest(String),
 }
 
+impl ModelError {
+    /// The error as a client may see it: its first line, at most 500 bytes. A backend may add a
+    /// backtrace or a long upstream body; those belong in the server log only.
+    pub fn client_message(&self) -> String {
+        let text = self.to_string();
+        let first = text.lines().next().unwrap_or_default().trim_end();
+        let mut end = first.len().min(500);
+        while !first.is_char_boundary(end) {
+            end -= 1;
+        }
+        first[..end].to_string()
+    }
+}
+
 /// A FIM/text completion backend: takes a fully built prompt and streams text pieces.
 ///
 /// The stream yields pieces of generated text in order; an `Err` item ends the stream.
@@ -69,4 +83,17 @@ pub trait ChatCompletionStream: Send + Sync {
 pub trait Embedding: Send + Sync {
     /// Embeds each input; the result has one vector per input, in order.
     async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, ModelError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ModelError;
+
+    #[test]
+    fn client_message_is_the_first_line_bounded() {
+        let e = ModelError::Backend("boom\nstack backtrace:\n 0: candle::x at src/a.rs:1".into());
+        assert_eq!(e.client_message(), "model backend error: boom");
+        let long = ModelError::Backend("é".repeat(400));
+        assert!(long.client_message().len() <= 500);
+    }
 }

@@ -136,7 +136,10 @@ pub async fn subscriptions(
                 };
                 Ok(ConnectionConfig::new(ctx)
                     .with_max_in_flight_operations(16)
-                    .with_keep_alive_interval(std::time::Duration::from_secs(15)))
+                    .with_keep_alive_interval(std::time::Duration::from_secs(15))
+                    // Clients need not ping (graphql-ws and our UI don't): with juniper's
+                    // default timeout every answer longer than 15 s was cut off.
+                    .with_keep_alive_timeout(std::time::Duration::ZERO))
             };
             juniper_axum::subscriptions::serve_ws(socket, schema, init)
         })

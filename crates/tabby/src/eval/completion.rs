@@ -93,7 +93,7 @@ impl Variant {
         if self.upstream {
             c.snippet_format = SnippetFormat::Comment;
             c.snippet_bytes = crate::services::completion::prompt::UPSTREAM_SNIPPET_BYTES;
-            c.code_search_params = CodeSearchParams::completion_default();
+            c.code_search_params = CodeSearchParams::upstream_completion();
         }
         if let Some(f) = self.format {
             c.snippet_format = f;

@@ -70,7 +70,7 @@ pub async fn chat_completions(
                 },
                 Err(e) => {
                     tracing::warn!("chat stream failed: {e}");
-                    let body = serde_json::json!({"error": {"message": e.to_string()}});
+                    let body = serde_json::json!({"error": {"message": e.client_message()}});
                     yield Ok(Event::default().data(body.to_string()));
                     return;
                 }

@@ -117,7 +117,7 @@ impl From<tabby_inference::ModelError> for ApiError {
             Backend(_) => StatusCode::BAD_GATEWAY,
             InvalidRequest(_) => StatusCode::BAD_REQUEST,
         };
-        ApiError::new(status, e.to_string())
+        ApiError::new(status, e.client_message())
     }
 }
 

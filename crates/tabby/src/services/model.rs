@@ -94,7 +94,8 @@ impl LocalLlms<'_> {
         let dir = match registry::resolve_model_dir(self.models_dir, &local.model_id) {
             Ok(dir) => dir,
             Err(e @ ResolveError::NotDownloaded { .. }) => {
-                return Ok(LocalLoad::Missing(e.to_string()));
+                warn!("{e}");
+                return Ok(LocalLoad::Missing(missing_message(role, &local.model_id)));
             }
             Err(e) => {
                 return Err(ModelLoadError::Local {
@@ -116,13 +117,24 @@ impl LocalLlms<'_> {
                 self.loaded.insert(dir, llm.clone());
                 Ok(LocalLoad::Ready(llm))
             }
-            Err(e @ LoadError::Missing(_)) => Ok(LocalLoad::Missing(e.to_string())),
+            Err(e @ LoadError::Missing(_)) => {
+                warn!("{e}");
+                Ok(LocalLoad::Missing(missing_message(role, &local.model_id)))
+            }
             Err(e) => Err(ModelLoadError::Local {
                 role,
                 message: e.to_string(),
             }),
         }
     }
+}
+
+/// What a client is told about a local model whose weights are missing: how to fix it, without
+/// the server's paths (those go to the log).
+fn missing_message(role: &str, model_id: &str) -> String {
+    format!(
+        "the {role} model {model_id} is not downloaded on this server; an admin can run `tabby download`"
+    )
 }
 
 /// Stands in for a local model whose weights are not downloaded.

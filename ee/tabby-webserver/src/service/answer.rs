@@ -687,15 +687,13 @@ impl AnswerEngine {
             max_completion_tokens: Some(self.deps.config.max_tokens),
             ..Default::default()
         };
-        let mut stream = self
-            .deps
-            .chat
-            .chat_stream(request)
-            .await
-            .map_err(|e| CoreError::Rejected(format!("The chat model failed: {e}")))?;
+        let mut stream = self.deps.chat.chat_stream(request).await.map_err(|e| {
+            CoreError::Rejected(format!("The chat model failed: {}", e.client_message()))
+        })?;
         while let Some(chunk) = stream.next().await {
-            let chunk =
-                chunk.map_err(|e| CoreError::Rejected(format!("The chat model failed: {e}")))?;
+            let chunk = chunk.map_err(|e| {
+                CoreError::Rejected(format!("The chat model failed: {}", e.client_message()))
+            })?;
             for choice in chunk.choices {
                 let Some(delta) = choice.delta.content.filter(|d| !d.is_empty()) else {
                     continue;

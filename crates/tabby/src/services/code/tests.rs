@@ -172,7 +172,7 @@ fn thresholds_are_strict_and_skip_a_missing_embedding_leg() {
         bm25: 8.0,
         embedding: 0.8,
     };
-    let params = CodeSearchParams::completion_default();
+    let params = CodeSearchParams::upstream_completion();
     assert!(
         !passes(&scores, &params, true),
         "bm25 must be > 8.0, not equal"
