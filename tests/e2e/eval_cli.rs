@@ -193,3 +193,72 @@ fn eval_rejects_bad_input_with_a_message() {
     assert!(stderr.contains("cannot read"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// `--mode completion` on the embedded default completion model: the completion query runs
+/// with retrieval off and on, the editor's suffix is rebuilt from the corpus, and the table
+/// has a row per variant; with retrieval on, the prompt holds the callee's definition and the
+/// model writes its name.
+#[test]
+fn eval_completion_mode_runs_the_model_per_variant() {
+    let f = Fixture::new();
+    std::fs::write(
+        f.corpus.join("app.py"),
+        format!("{APP}render_html_table(rows)\n    return page\n"),
+    )
+    .unwrap();
+    let queries = f.root.path().join("completion.jsonl");
+    let mut cc = query_lines()[2].clone();
+    cc["symbol"] = json!("render_html_table");
+    cc["call_line"] = json!(APP.lines().count());
+    write_queries(&queries, &[query_lines()[0].clone(), cc]);
+    let out = f.root.path().join("completions.jsonl");
+    let models = embedded_models_dir();
+    let output = std::process::Command::new(tabby_bin())
+        .args([
+            "eval",
+            "--mode",
+            "completion",
+            "--queries",
+            queries.to_str().unwrap(),
+            "--corpus",
+            f.corpus.to_str().unwrap(),
+            "--embedding",
+            "hash",
+            "--variants",
+            "off,on",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("TABBY_ROOT", f.root.path())
+        .env("TABBY_MODEL_CACHE_ROOT", &models)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    // n, identifier match, exact line, edit sim, with snippet, target snippet, prompt bytes.
+    let off = table_row(&stdout, "| off |");
+    let on = table_row(&stdout, "| on |");
+    assert_eq!(off[0], 1.0, "only the completion query runs: {stdout}");
+    assert_eq!((off[4], off[5]), (0.0, 0.0), "{stdout}");
+    assert_eq!((on[4], on[5]), (1.0, 1.0), "{stdout}");
+    assert_eq!(
+        on[1], 1.0,
+        "the model calls the retrieved function: {stdout}"
+    );
+    let rows = read_results(&out);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["expected_line"], "render_html_table(rows)");
+    assert_eq!(rows[1]["snippets"][0], "render.py");
+
+    // Bad input: an unknown variant part, and a completion query without call_line.
+    let (status, _, stderr) = f.eval(&queries, &["--mode", "completion", "--variants", "on,fast"]);
+    assert!(!status.success());
+    assert!(stderr.contains("unknown variant part \"fast\""), "{stderr}");
+    let (status, _, stderr) = f.eval(&f.queries, &["--mode", "completion"]);
+    assert!(!status.success());
+    assert!(stderr.contains("not a completion query"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -134,3 +134,56 @@ git_url = "file://{repo}"
     let (status, _) = post_json(&server.url("/v1beta/search"), &json!({"git_url": "x"})).await;
     assert_eq!(status, 422);
 }
+
+/// Requests within the body limit have a bounded cost: a 900 KB search query of distinct words
+/// (which once kept a core busy for minutes, cost growing with the square of its words) and a
+/// completion whose prefix is one 269 KB minified line both answer in seconds even on a debug
+/// build; search reads the query's last 4 KB and at most 64 distinct terms.
+#[tokio::test]
+async fn requests_as_big_as_the_body_limit_answer_quickly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_shop_repo(tmp.path());
+    let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["x"])).await;
+    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{}\"\n\n{}{}",
+        repo.display(),
+        openai_embedding_config(&embedder.url(), "fake-embed"),
+        llama_completion_config(&model.url()),
+    );
+    let server = TabbyServer::start(&config);
+    wait_for_index(
+        &server,
+        &json!({"query": "compute_discounted_price", "git_url": "https://github.com/acme/shop.git",
+                "params": {"min_embedding_score": -1.0, "min_bm25_score": -1.0, "min_rrf_score": -1.0,
+                           "num_to_return": 10, "num_to_score": 40}}),
+    )
+    .await;
+
+    let words: String = (0..112_000).map(|i| format!("w{i:06} ")).collect();
+    assert!(words.len() > 800_000 && words.len() < 1024 * 1024);
+    let started = std::time::Instant::now();
+    let (status, body) = post_json(
+        &server.url("/v1beta/search"),
+        &json!({"query": words, "git_url": "https://github.com/acme/shop.git"}),
+    )
+    .await;
+    let search_time = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(search_time < Duration::from_secs(10), "{search_time:?}");
+
+    let minified = "var a=b(c,d);".repeat(269_000 / 13);
+    let started = std::time::Instant::now();
+    let (status, body) = post_json(
+        &server.url("/v1/completions"),
+        &json!({"language": "javascript", "segments": {"prefix": minified, "suffix": "",
+                "git_url": "https://github.com/acme/shop.git", "filepath": "dist/app.min.js"}}),
+    )
+    .await;
+    let completion_time = started.elapsed();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        completion_time < Duration::from_secs(10),
+        "{completion_time:?}"
+    );
+}

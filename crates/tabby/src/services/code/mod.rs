@@ -186,7 +186,9 @@ impl CodeSearchService {
         };
         let bm25_query = Bm25Query {
             fields: self.query_strategy.bm25_fields(),
-            tokens: self.query_strategy.bm25_terms(&query.content),
+            tokens: self
+                .query_strategy
+                .bm25_terms(query::bounded(&query.content)),
             prune_common: self.query_strategy.prunes_common_terms(),
             row_factors: self.query_strategy.row_factors(),
         };
@@ -210,7 +212,9 @@ impl CodeSearchService {
         let mut embedding_hits = Vec::new();
         let mut has_embedding = false;
         if let Some(embedding) = embedding {
-            let text = self.query_strategy.embedding_text(&query.content);
+            let text = self
+                .query_strategy
+                .embedding_text(query::bounded(&query.content));
             let vector = embedding
                 .model
                 .embed(&[text])
@@ -333,15 +337,14 @@ fn bm25_leg(
         return Ok(vec![]);
     }
     // A token the query repeats is one clause boosted by its count: the same score as one
-    // clause per occurrence, but its postings are walked once.
+    // clause per occurrence, but its postings are walked once. At most MAX_QUERY_TERMS distinct
+    // tokens count, the last ones (nearest the cursor), so a query's cost is bounded.
+    let distinct = query::distinct_last(&query.tokens, query::MAX_QUERY_TERMS);
     let mut counts: Vec<(tantivy::Term, f32, &Bm25Field)> = Vec::new();
     for field in &query.fields {
-        for token in &query.tokens {
+        for (token, n) in &distinct {
             let term = tantivy::Term::from_field_text(field.field, token);
-            match counts.iter_mut().find(|(t, ..)| *t == term) {
-                Some((_, n, _)) => *n += field.weight,
-                None => counts.push((term, field.weight, field)),
-            }
+            counts.push((term, field.weight * *n as f32, field));
         }
     }
     if let Some(rows) = query

@@ -7,6 +7,8 @@
 //! code (multi-line text such as an editor prefix) only the lines nearest the cursor; and terms
 //! in more than a third of the code rows dropped from the BM25 query in large indexes.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use tabby_common::index::{
     IndexSchema,
@@ -72,6 +74,35 @@ const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "into", "is", "it",
     "its", "of", "on", "or", "that", "the", "this", "to", "was", "will", "with",
 ];
+
+/// Bytes of a query's text that search reads: its end (the lines nearest the cursor). A long
+/// minified line or a pasted file must not make a search's cost grow with the request.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Distinct terms one BM25 query has at most.
+pub const MAX_QUERY_TERMS: usize = 64;
+
+/// The part of `content` that search reads (see [`MAX_QUERY_BYTES`]).
+pub fn bounded(content: &str) -> &str {
+    tabby_inference::clip_to_last_bytes(content, MAX_QUERY_BYTES)
+}
+
+/// The distinct tokens of `tokens` with their counts, at most `max` of them: those whose last
+/// occurrence comes latest, in order of first occurrence among them. Linear in `tokens`.
+pub fn distinct_last(tokens: &[String], max: usize) -> Vec<(&str, usize)> {
+    let mut counts: HashMap<&str, (usize, usize, usize)> = HashMap::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let entry = counts.entry(token.as_str()).or_insert((0, i, i));
+        entry.0 += 1;
+        entry.2 = i;
+    }
+    let mut kept: Vec<(&str, (usize, usize, usize))> = counts.into_iter().collect();
+    if kept.len() > max {
+        kept.sort_unstable_by_key(|(_, (_, _, last))| std::cmp::Reverse(*last));
+        kept.truncate(max);
+    }
+    kept.sort_unstable_by_key(|(_, (_, first, _))| *first);
+    kept.into_iter().map(|(t, (n, _, _))| (t, n)).collect()
+}
 
 fn last_lines(text: &str, n: usize) -> &str {
     let mut start = text.len();
@@ -152,6 +183,32 @@ impl QueryStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn distinct_terms_are_counted_and_capped_at_the_latest() {
+        let tokens: Vec<String> = ["a", "b", "a", "c", "d", "b"].map(String::from).to_vec();
+        assert_eq!(
+            distinct_last(&tokens, 10),
+            vec![("a", 2), ("b", 2), ("c", 1), ("d", 1)]
+        );
+        // Last occurrences: a 2, c 3, d 4, b 5 → the three latest are c, d, b.
+        assert_eq!(
+            distinct_last(&tokens, 3),
+            vec![("b", 2), ("c", 1), ("d", 1)]
+        );
+        let many: Vec<String> = (0..100_000).map(|i| format!("w{i}")).collect();
+        let kept = distinct_last(&many, MAX_QUERY_TERMS);
+        assert_eq!(kept.len(), MAX_QUERY_TERMS);
+        assert_eq!(kept.last().unwrap().0, "w99999");
+    }
+
+    #[test]
+    fn bounded_keeps_the_end_of_a_long_line() {
+        let line = "x".repeat(300_000) + "CURSOR";
+        let b = bounded(&line);
+        assert_eq!(b.len(), MAX_QUERY_BYTES);
+        assert!(b.ends_with("CURSOR"));
+    }
 
     #[test]
     fn tuned_keeps_the_lines_nearest_the_cursor() {

@@ -10,10 +10,6 @@ use tracing::warn;
 
 use super::types::{Segments, Snippet};
 
-/// Bytes of the prefix (its end) that code search reads: the query uses the lines nearest the
-/// cursor, and a long minified line must not make the query's cost grow with the request.
-const MAX_QUERY_BYTES: usize = 4096;
-
 /// Editor snippets kept as candidates; tabby-agent sends a handful, a client could send more.
 const MAX_CLIENT_SNIPPETS: usize = 32;
 
@@ -59,7 +55,7 @@ pub async fn code_search_snippets(
     let query = CodeSearchQuery {
         filepath: segments.filepath.clone(),
         language: Some(language.to_string()),
-        content: tabby_inference::clip_to_last_bytes(&segments.prefix, MAX_QUERY_BYTES).to_string(),
+        content: segments.prefix.clone(),
         source_id: repo.source_id.clone(),
     };
     match code_search.search_in_language(query, params.clone()).await {
