@@ -177,6 +177,14 @@ pub struct CompletionConfig {
     pub suffix_bytes: usize,
     #[serde(default)]
     pub snippet_format: SnippetFormat,
+    /// Candidates from the files the edited file imports, ahead of the other search hits
+    /// (0: none).
+    #[serde(default = "default_import_snippets")]
+    pub import_snippets: usize,
+}
+
+fn default_import_snippets() -> usize {
+    4
 }
 
 /// How snippets are written into a completion prompt.
@@ -215,6 +223,7 @@ impl Default for CompletionConfig {
             snippet_bytes: default_snippet_bytes(),
             suffix_bytes: default_suffix_bytes(),
             snippet_format: SnippetFormat::default(),
+            import_snippets: default_import_snippets(),
         }
     }
 }

@@ -105,8 +105,8 @@ enum Command {
         mode: EvalModeArg,
         /// With --mode completion: configurations to compare, comma-separated; each is `off`,
         /// `on` (the config), or parts joined by `+`: `comment`, `file_sep`, `auto` (snippet
-        /// format), `open` (no score thresholds), `upstream` (upstream's snippet budget,
-        /// format and thresholds).
+        /// format), `open` (no score thresholds), `noimports` (no import-aware candidates),
+        /// `upstream` (upstream's snippet budget, format and thresholds).
         #[arg(long, default_value = "off,on")]
         variants: String,
         /// With --mode completion: the first N completion queries only.

@@ -58,6 +58,17 @@ pub trait CodeSearch: Send + Sync {
         params: CodeSearchParams,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError>;
 
+    /// Up to `limit` chunks of the files that `query.filepath` imports (its indexed version and
+    /// `query.content` are read for imports), ranked by the query: where a completion's callee
+    /// is most likely defined. Default: none.
+    async fn search_imports(
+        &self,
+        _query: CodeSearchQuery,
+        _limit: usize,
+    ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+        Ok(vec![])
+    }
+
     /// The indexed files of a source, sorted, at most `limit`, and whether there are more.
     async fn list_files(
         &self,

@@ -52,8 +52,11 @@ pub struct Variant {
     format: Option<SnippetFormat>,
     /// Thresholds off (every candidate may become a snippet).
     open: bool,
-    /// Upstream's values: comment snippets within 768 bytes, upstream thresholds.
+    /// Upstream's values: comment snippets within 768 bytes, upstream thresholds, no import
+    /// candidates.
     upstream: bool,
+    /// No import-aware candidates.
+    no_imports: bool,
 }
 
 impl Variant {
@@ -70,6 +73,7 @@ impl Variant {
             format: None,
             open: false,
             upstream: false,
+            no_imports: false,
         };
         for part in spec.split('+') {
             match part {
@@ -80,8 +84,9 @@ impl Variant {
                 "auto" => v.format = Some(SnippetFormat::Auto),
                 "open" => v.open = true,
                 "upstream" => v.upstream = true,
+                "noimports" => v.no_imports = true,
                 other => bail!(
-                    "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open or upstream"
+                    "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports or upstream"
                 ),
             }
         }
@@ -94,6 +99,10 @@ impl Variant {
             c.snippet_format = SnippetFormat::Comment;
             c.snippet_bytes = crate::services::completion::prompt::UPSTREAM_SNIPPET_BYTES;
             c.code_search_params = CodeSearchParams::upstream_completion();
+            c.import_snippets = 0;
+        }
+        if self.no_imports {
+            c.import_snippets = 0;
         }
         if let Some(f) = self.format {
             c.snippet_format = f;

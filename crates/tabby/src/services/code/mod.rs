@@ -3,6 +3,8 @@
 //! Fusion, capped at two hits per file and thresholded.
 
 mod hamming;
+mod import_search;
+mod imports;
 pub mod query;
 
 use std::{
@@ -80,6 +82,7 @@ pub struct CodeSearchService {
     loaded: Mutex<Option<Arc<Loaded>>>,
     bits: Arc<BitsCache>,
     filter_docs: Arc<FilterCache>,
+    paths: import_search::PathCache,
 }
 
 /// The legs of one search, before fusion (for `tabby eval`).
@@ -106,6 +109,7 @@ impl CodeSearchService {
             loaded: Mutex::new(None),
             bits: Arc::new(BitsCache::default()),
             filter_docs: Arc::default(),
+            paths: Default::default(),
         }
     }
 
@@ -693,6 +697,14 @@ impl CodeSearch for CodeSearchService {
         }
         let truncated = files.len() > limit;
         Ok((files.into_iter().take(limit).collect(), truncated))
+    }
+
+    async fn search_imports(
+        &self,
+        query: CodeSearchQuery,
+        limit: usize,
+    ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+        CodeSearchService::search_imports(self, &query, limit).await
     }
 
     async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError> {

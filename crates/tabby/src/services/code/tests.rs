@@ -630,3 +630,121 @@ async fn the_chunk_where_a_definition_starts_outranks_the_rest_of_its_body() {
     let q = query("fetch remote mirror refs", None, None, "config:m");
     assert_ne!(first_bm25_start(&service, &q).await, Some(1));
 }
+
+/// Import-aware candidates on a real index: for a file in each of Python, Rust, Go and
+/// TypeScript, the chunk defining the imported function comes back, from the imported file
+/// only, never from another source or from a file the editor's file does not import.
+#[tokio::test]
+async fn import_search_finds_the_imported_definitions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("repo-a");
+    let files = [
+        (
+            "shop/pricing.py",
+            "def apply_discount(price, rate):\n    return price * (1 - rate)\n",
+        ),
+        (
+            "shop/other.py",
+            "def apply_discount_other(price, rate):\n    return price\n",
+        ),
+        (
+            "shop/checkout.py",
+            "from shop.pricing import apply_discount\n\n\ndef total(items):\n    return sum(items)\n",
+        ),
+        (
+            "src/pricing.rs",
+            "pub fn apply_discount(price: f64, rate: f64) -> f64 {\n    price * (1.0 - rate)\n}\n",
+        ),
+        (
+            "src/checkout.rs",
+            "use crate::pricing::apply_discount;\n\npub fn total(items: &[f64]) -> f64 {\n    items.iter().sum()\n}\n",
+        ),
+        (
+            "internal/pricing/pricing.go",
+            "package pricing\n\nfunc ApplyDiscount(price float64, rate float64) float64 {\n\treturn price * (1 - rate)\n}\n",
+        ),
+        (
+            "cmd/shop/main.go",
+            "package main\n\nimport (\n\t\"example.com/shop/internal/pricing\"\n)\n\nfunc main() {\n}\n",
+        ),
+        (
+            "web/pricing.ts",
+            "export function applyDiscount(price: number, rate: number): number {\n  return price * (1 - rate);\n}\n",
+        ),
+        (
+            "web/app.ts",
+            "import { applyDiscount } from './pricing';\n\nexport function total(items: number[]) {\n  return 0;\n}\n",
+        ),
+    ];
+    for (path, text) in files {
+        write(&a, path, text);
+    }
+    let b = tmp.path().join("repo-b");
+    write(
+        &b,
+        "shop/pricing.py",
+        "def apply_discount(price, rate):\n    return 'other source'\n",
+    );
+    let (service, _) = index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], true).await;
+
+    for (language, filepath, prefix, expected) in [
+        (
+            "python",
+            "shop/checkout.py",
+            "    price = ",
+            "shop/pricing.py",
+        ),
+        (
+            "rust",
+            "src/checkout.rs",
+            "    let price = ",
+            "src/pricing.rs",
+        ),
+        (
+            "go",
+            "cmd/shop/main.go",
+            "\tprice := pricing.",
+            "internal/pricing/pricing.go",
+        ),
+        (
+            "typescript",
+            "web/app.ts",
+            "  const price = ",
+            "web/pricing.ts",
+        ),
+    ] {
+        let query = CodeSearchQuery {
+            filepath: Some(filepath.into()),
+            language: Some(language.into()),
+            content: prefix.into(),
+            source_id: "config:a".into(),
+        };
+        let hits = service.search_imports(&query, 4).await.unwrap();
+        let paths: Vec<&str> = hits.iter().map(|h| h.doc.filepath.as_str()).collect();
+        assert_eq!(paths, vec![expected], "{language}");
+        assert!(
+            hits[0].doc.body.to_lowercase().contains("discount"),
+            "{language}"
+        );
+    }
+
+    // Without a filepath, or for a file that imports nothing indexed: no candidates.
+    let none = CodeSearchQuery {
+        filepath: Some("shop/other.py".into()),
+        language: Some("python".into()),
+        content: "import os\n".into(),
+        source_id: "config:a".into(),
+    };
+    assert!(service.search_imports(&none, 4).await.unwrap().is_empty());
+    let no_file = CodeSearchQuery {
+        filepath: None,
+        ..none
+    };
+    assert!(
+        service
+            .search_imports(&no_file, 4)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

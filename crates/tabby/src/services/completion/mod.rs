@@ -122,6 +122,7 @@ impl CompletionService {
                         segments,
                         language_name,
                         &self.config.code_search_params,
+                        self.config.import_snippets,
                     )
                     .await,
                 );

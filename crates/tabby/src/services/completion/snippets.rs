@@ -37,14 +37,16 @@ pub fn client_snippets(segments: &Segments) -> Vec<Snippet> {
         .collect()
 }
 
-/// Code search hits (scored by RRF) for the repository the request names, if the caller may
-/// read it; none when search is not ready or fails (the completion goes on without them).
+/// Code search hits for the repository the request names, if the caller may read it: up to
+/// `import_snippets` from the files the edited file imports, then the hybrid search's (scored
+/// by RRF); none when search is not ready or fails (the completion goes on without them).
 pub async fn code_search_snippets(
     code_search: &dyn CodeSearch,
     allowed: &AllowedCodeRepository,
     segments: &Segments,
     language: &str,
     params: &CodeSearchParams,
+    import_snippets: usize,
 ) -> Vec<Snippet> {
     let Some(git_url) = segments.git_url.as_deref() else {
         return Vec::new();
@@ -58,21 +60,44 @@ pub async fn code_search_snippets(
         content: segments.prefix.clone(),
         source_id: repo.source_id.clone(),
     };
-    match code_search.search_in_language(query, params.clone()).await {
-        Ok(hits) => hits
-            .into_iter()
-            .map(|hit| Snippet {
-                filepath: hit.doc.filepath,
-                body: hit.doc.body,
-                score: hit.scores.rrf,
-            })
-            .collect(),
-        Err(CodeSearchError::NotReady) => Vec::new(),
-        Err(e) => {
-            warn!("code search failed, completing without it: {e}");
-            Vec::new()
+    let imported = match import_snippets {
+        0 => Ok(Vec::new()),
+        n => code_search.search_imports(query.clone(), n).await,
+    };
+    let searched = code_search.search_in_language(query, params.clone()).await;
+    let mut snippets: Vec<Snippet> = Vec::new();
+    for (hits, score) in [(imported, Score::Bm25), (searched, Score::Rrf)] {
+        let hits = match hits {
+            Ok(hits) => hits,
+            Err(CodeSearchError::NotReady) => continue,
+            Err(e) => {
+                warn!("code search failed, completing without it: {e}");
+                continue;
+            }
+        };
+        for hit in hits {
+            let duplicate = snippets
+                .iter()
+                .any(|s| s.filepath == hit.doc.filepath && s.body == hit.doc.body);
+            if !duplicate {
+                snippets.push(Snippet {
+                    filepath: hit.doc.filepath,
+                    body: hit.doc.body,
+                    score: match score {
+                        Score::Bm25 => hit.scores.bm25,
+                        Score::Rrf => hit.scores.rrf,
+                    },
+                });
+            }
         }
     }
+    snippets
+}
+
+/// Which score a snippet carries: import candidates have only BM25.
+enum Score {
+    Bm25,
+    Rrf,
 }
 
 #[cfg(test)]

@@ -1,0 +1,164 @@
+//! Import-aware candidates for completion: the definitions in the files that the file being
+//! edited imports (read from its indexed version and from the request's prefix), ranked by the
+//! query's BM25 terms plus the imported names, under the same source filter as every search.
+
+use std::{
+    collections::BTreeSet,
+    sync::{Arc, Mutex},
+};
+
+use tabby_common::{
+    api::code::{CodeSearchError, CodeSearchHit, CodeSearchQuery, CodeSearchScores},
+    index::{
+        IndexSchema,
+        code::{code_search_filter, fields},
+    },
+};
+use tantivy::{
+    Searcher,
+    query::{BooleanQuery, Occur, Query},
+};
+
+use super::{Bm25Query, CodeSearchService, bm25_leg, imports, query, stitch};
+
+/// Every indexed file path (all sources) of one searcher generation.
+#[derive(Default)]
+pub struct PathCache(Mutex<Option<(u64, Arc<BTreeSet<String>>)>>);
+
+impl PathCache {
+    /// The paths of `searcher`'s index, from the term dictionary of the chunks' filepath
+    /// attribute (no stored document is read); computed once per searcher generation.
+    fn paths(&self, searcher: &Searcher) -> Arc<BTreeSet<String>> {
+        let generation = searcher.generation().generation_id();
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((g, paths)) = slot.as_ref()
+            && *g == generation
+        {
+            return paths.clone();
+        }
+        let schema = IndexSchema::instance();
+        let probe = schema.chunk_attribute_term(fields::CHUNK_FILEPATH, "");
+        let prefix = probe.serialized_value_bytes().to_vec();
+        let mut paths = BTreeSet::new();
+        for segment in searcher.segment_readers() {
+            let Ok(index) = segment.inverted_index(schema.field_chunk_attributes) else {
+                continue;
+            };
+            let Ok(mut stream) = index.terms().range().ge(&prefix).into_stream() else {
+                continue;
+            };
+            while stream.advance() {
+                let Some(value) = stream.key().strip_prefix(prefix.as_slice()) else {
+                    break;
+                };
+                if let Ok(path) = std::str::from_utf8(value) {
+                    paths.insert(path.to_string());
+                }
+            }
+        }
+        let paths = Arc::new(paths);
+        *slot = Some((generation, paths.clone()));
+        paths
+    }
+}
+
+impl CodeSearchService {
+    /// Up to `limit` chunks of the files `query.filepath` imports; none without a filepath or
+    /// language, or when nothing it imports is in the index.
+    pub async fn search_imports(
+        &self,
+        query: &CodeSearchQuery,
+        limit: usize,
+    ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+        let (Some(filepath), Some(language)) =
+            (query.filepath.as_deref(), query.language.as_deref())
+        else {
+            return Ok(vec![]);
+        };
+        let language = self.languages.get(language).canonical_name().to_string();
+        let searcher = self.loaded()?.reader.searcher();
+        let filepath = filepath.replace('\\', "/");
+        let mut text = indexed_text(&searcher, &query.source_id, &filepath)?;
+        text.push('\n');
+        text.push_str(query::bounded(&query.content));
+        let paths = self.paths.paths(&searcher);
+        let imports = imports::resolve(&language, &filepath, &text, &paths);
+        if imports.files.is_empty() || limit == 0 {
+            return Ok(vec![]);
+        }
+        let schema = IndexSchema::instance();
+        let in_files: Vec<(Occur, Box<dyn Query>)> = imports
+            .files
+            .iter()
+            .map(|f| {
+                (
+                    Occur::Should,
+                    IndexSchema::filter(schema.chunk_attribute_term(fields::CHUNK_FILEPATH, f)),
+                )
+            })
+            .collect();
+        let mut filters = code_search_filter(&query.source_id, None, Some(&filepath));
+        filters.push((Occur::Must, Box::new(BooleanQuery::new(in_files))));
+        let mut tokens = self
+            .query_strategy
+            .bm25_terms(query::bounded(&query.content));
+        for name in &imports.names {
+            tokens.extend(self.query_strategy.bm25_terms(name));
+        }
+        let bm25 = Bm25Query {
+            fields: self.query_strategy.bm25_fields(),
+            tokens,
+            prune_common: false,
+            row_factors: self.query_strategy.row_factors(),
+        };
+        let hits = bm25_leg(&searcher, &bm25, filters, limit)?;
+        Ok(hits
+            .into_iter()
+            .filter_map(|(score, address)| {
+                Some(CodeSearchHit {
+                    scores: CodeSearchScores {
+                        rrf: 0.0,
+                        bm25: score,
+                        embedding: 0.0,
+                    },
+                    doc: Self::document(&searcher, address)?,
+                })
+            })
+            .collect())
+    }
+}
+
+/// The indexed text of `filepath` in `source_id` (its chunks put back at their lines), empty
+/// when it is not indexed (a new file).
+fn indexed_text(
+    searcher: &Searcher,
+    source_id: &str,
+    filepath: &str,
+) -> Result<String, CodeSearchError> {
+    let schema = IndexSchema::instance();
+    let mut clauses = code_search_filter(source_id, None, None);
+    clauses.push((
+        Occur::Must,
+        IndexSchema::filter(schema.chunk_attribute_term(fields::CHUNK_FILEPATH, filepath)),
+    ));
+    let addresses = searcher
+        .search(
+            &BooleanQuery::new(clauses),
+            &tantivy::collector::DocSetCollector,
+        )
+        .map_err(|e| CodeSearchError::Other(e.into()))?;
+    let mut chunks: Vec<(Option<usize>, String)> = addresses
+        .into_iter()
+        .take(MAX_CHUNKS_READ)
+        .filter_map(|a| {
+            let doc = CodeSearchService::document(searcher, a)?;
+            Some((doc.start_line, doc.body))
+        })
+        .collect();
+    chunks.sort_by_key(|(start, _)| *start);
+    Ok(stitch(&chunks))
+}
+
+/// Chunks of the current file read for its imports (imports sit at the top, but the order of
+/// the set is not the file's, so a generous bound).
+const MAX_CHUNKS_READ: usize = 400;

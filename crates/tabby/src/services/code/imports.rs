@@ -1,0 +1,646 @@
+//! The modules a file imports, resolved to files of its repository, and the names it imports
+//! from them: where a completion's callee is most likely defined.
+//!
+//! Import statements are read line by line (with the continuation lines of a parenthesized or
+//! braced list) by a small parser per language: Python (`import a.b`, `from .a import b`),
+//! JavaScript/TypeScript (`import … from './a'`, `export … from`, `require('./a')`), Rust
+//! (`use crate::a::{b, c}`, `use super::a`, `mod a;`), Go (`import "x/y"` and import blocks) and
+//! Java (`import a.b.C;`). Resolution only looks at the repository's own files: a module outside
+//! it (a package from a registry) resolves to nothing.
+
+use std::collections::BTreeSet;
+
+/// What a file imports: candidate files (repository paths, existing ones only) and the imported
+/// names.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Imports {
+    pub files: Vec<String>,
+    pub names: Vec<String>,
+}
+
+/// Most files one request's imports resolve to.
+const MAX_FILES: usize = 16;
+/// Most import statements read from one file.
+const MAX_STATEMENTS: usize = 200;
+
+/// Imports of `text`, the file `current` in `language`, resolved against `paths` (the indexed
+/// files of the repository, `/`-separated).
+pub fn resolve(language: &str, current: &str, text: &str, paths: &BTreeSet<String>) -> Imports {
+    let current = current.replace('\\', "/");
+    let dir = parent(&current);
+    let statements = statements(language, text);
+    let mut files: Vec<String> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let add = |candidates: Vec<String>, found: &mut Vec<String>| {
+        for c in candidates {
+            let c = normalize(&c);
+            if c != current && paths.contains(&c) {
+                if !found.contains(&c) {
+                    found.push(c);
+                }
+                break;
+            }
+        }
+    };
+    for statement in statements.iter().take(MAX_STATEMENTS) {
+        match language {
+            "python" => {
+                for (module, imported) in python_imports(statement) {
+                    for name in &imported {
+                        // `from a import b` may import the module a/b.py.
+                        let sub = if module.ends_with('.') {
+                            format!("{module}{name}")
+                        } else {
+                            format!("{module}.{name}")
+                        };
+                        add(python_candidates(&sub, dir, &current), &mut files);
+                    }
+                    add(python_candidates(&module, dir, &current), &mut files);
+                    names.extend(imported);
+                }
+            }
+            "javascript-typescript"
+            | "javascript"
+            | "typescript"
+            | "javascriptreact"
+            | "typescriptreact" => {
+                if let Some((spec, imported)) = js_import(statement)
+                    && spec.starts_with('.')
+                {
+                    add(js_candidates(&format!("{dir}/{spec}")), &mut files);
+                    names.extend(imported);
+                }
+            }
+            "rust" => {
+                for (path, imported) in rust_uses(statement) {
+                    let candidates = rust_candidates(&path, &current);
+                    if !candidates.is_empty() {
+                        add(candidates, &mut files);
+                        names.extend(imported);
+                    }
+                }
+            }
+            "go" => {
+                for import in go_imports(statement) {
+                    files.extend(go_package_files(&import, paths, &current));
+                }
+            }
+            "java" | "kotlin" => {
+                if let Some(class) = java_import(statement) {
+                    let path = class.replace('.', "/");
+                    let ext = if language == "java" { "java" } else { "kt" };
+                    let found: Vec<String> = paths
+                        .iter()
+                        .filter(|p| {
+                            p.strip_suffix(&format!(".{ext}"))
+                                .is_some_and(|s| s == path || s.ends_with(&format!("/{path}")))
+                        })
+                        .take(1)
+                        .cloned()
+                        .collect();
+                    if !found.is_empty()
+                        && let Some(name) = class.rsplit('.').next()
+                    {
+                        names.push(name.to_string());
+                    }
+                    files.extend(found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut seen = BTreeSet::new();
+    files.retain(|f| f != &current && seen.insert(f.clone()));
+    files.truncate(MAX_FILES);
+    names.retain(|n| !n.is_empty() && n != "*");
+    names.sort();
+    names.dedup();
+    Imports { files, names }
+}
+
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(d, _)| d)
+}
+
+/// `a/./b/../c` → `a/c`; a leading `/` or `..` that escapes the root is dropped.
+fn normalize(path: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    parts.join("/")
+}
+
+/// The import statements of `text`, each on one line (continuation lines joined).
+fn statements(language: &str, text: &str) -> Vec<String> {
+    let starts: &[&str] = match language {
+        "python" => &["import ", "from "],
+        "rust" => &["use ", "pub use ", "pub(crate) use ", "mod ", "pub mod "],
+        "go" => &["import "],
+        "java" | "kotlin" => &["import "],
+        _ => &["import ", "export ", "const ", "let ", "var "],
+    };
+    let mut out = Vec::new();
+    let mut open: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some(mut s) = open.take() {
+            s.push(' ');
+            s.push_str(trimmed);
+            if closes(language, &s) || s.len() > 4096 {
+                out.push(s);
+            } else {
+                open = Some(s);
+            }
+            continue;
+        }
+        let is_start = starts.iter().any(|p| trimmed.starts_with(p))
+            || (!matches!(language, "python" | "rust" | "go" | "java" | "kotlin")
+                && trimmed.contains("require("));
+        if !is_start {
+            continue;
+        }
+        if closes(language, trimmed) {
+            out.push(trimmed.to_string());
+        } else {
+            open = Some(trimmed.to_string());
+        }
+    }
+    out.extend(open);
+    out
+}
+
+/// Whether a statement is complete (its brackets closed, and for Rust its `;` reached).
+fn closes(language: &str, s: &str) -> bool {
+    let depth = |o: char, c: char| s.matches(o).count() as i64 - s.matches(c).count() as i64;
+    let balanced = depth('(', ')') <= 0 && depth('{', '}') <= 0;
+    match language {
+        "rust" => balanced && s.trim_end().ends_with(';'),
+        _ => balanced,
+    }
+}
+
+/// `import a.b as c, d` → [(a.b, []), (d, [])]; `from .a import (b, c as d)` → [(.a, [b, c])].
+fn python_imports(statement: &str) -> Vec<(String, Vec<String>)> {
+    let statement = statement.split('#').next().unwrap_or("");
+    if let Some(rest) = statement.strip_prefix("from ") {
+        let Some((module, names)) = rest.split_once(" import ") else {
+            return vec![];
+        };
+        let names = names
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .split(',')
+            .filter_map(|n| n.split_whitespace().next())
+            .map(str::to_string)
+            .collect();
+        return vec![(module.trim().to_string(), names)];
+    }
+    statement
+        .strip_prefix("import ")
+        .map(|rest| {
+            rest.split(',')
+                .filter_map(|m| m.split_whitespace().next())
+                .map(|m| (m.to_string(), vec![]))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Paths module `module` (maybe relative: leading dots) may live at, relative to `dir` or to
+/// any ancestor of the current file (src layouts, packages below the repository root).
+fn python_candidates(module: &str, dir: &str, current: &str) -> Vec<String> {
+    let dots = module.chars().take_while(|&c| c == '.').count();
+    let rest = module[dots..].replace('.', "/");
+    let forms = |base: &str| {
+        let joined = if base.is_empty() {
+            rest.clone()
+        } else if rest.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}/{rest}")
+        };
+        vec![format!("{joined}.py"), format!("{joined}/__init__.py")]
+    };
+    if dots > 0 {
+        let mut base = dir.to_string();
+        for _ in 1..dots {
+            base = parent(&base).to_string();
+        }
+        return forms(&base);
+    }
+    // Absolute: the repository root, then each ancestor of the current file.
+    let mut out = forms("");
+    let mut base = parent(current);
+    while !base.is_empty() {
+        out.extend(forms(base));
+        base = parent(base);
+    }
+    out
+}
+
+/// `import { a, b as c } from './x'` → ('./x', [a, b]); `const d = require('./y')` → ('./y', [d]).
+fn js_import(statement: &str) -> Option<(String, Vec<String>)> {
+    let spec = quoted_after(statement, " from ")
+        .or_else(|| quoted_after(statement, "require("))
+        .or_else(|| quoted_after(statement, "import("))
+        .or_else(|| {
+            statement
+                .strip_prefix("import ")
+                .and_then(|r| quoted(r.trim()))
+        })?;
+    let head = statement.split(" from ").next().unwrap_or("");
+    let head = head
+        .trim_start_matches("import")
+        .trim_start_matches("export")
+        .trim_start_matches(" type");
+    let mut names = Vec::new();
+    if let (Some(open), Some(close)) = (head.find('{'), head.rfind('}')) {
+        for n in head[open + 1..close].split(',') {
+            if let Some(name) = n.split_whitespace().next() {
+                names.push(name.to_string());
+            }
+        }
+    } else if let Some(name) = head
+        .split(['=', ','])
+        .next()
+        .and_then(|h| h.split_whitespace().last())
+        .filter(|n| {
+            n.chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+        })
+    {
+        names.push(name.to_string());
+    }
+    Some((spec, names))
+}
+
+fn quoted_after(s: &str, marker: &str) -> Option<String> {
+    let at = s.find(marker)? + marker.len();
+    quoted(s[at..].trim_start())
+}
+
+fn quoted(s: &str) -> Option<String> {
+    let q = s.chars().next().filter(|c| matches!(c, '\'' | '"' | '`'))?;
+    let end = s[1..].find(q)? + 1;
+    Some(s[1..end].to_string())
+}
+
+fn js_candidates(base: &str) -> Vec<String> {
+    let base = base.trim_end_matches('/');
+    let exts = ["ts", "tsx", "js", "jsx", "mjs", "cjs", "mts", "cts"];
+    let mut out = vec![base.to_string()];
+    // `./a.js` written for a TypeScript source `./a.ts`.
+    if let Some(stem) = base.strip_suffix(".js") {
+        out.push(format!("{stem}.ts"));
+        out.push(format!("{stem}.tsx"));
+    }
+    out.extend(exts.iter().map(|e| format!("{base}.{e}")));
+    out.extend(exts.iter().map(|e| format!("{base}/index.{e}")));
+    out
+}
+
+/// `use crate::a::{b, c::d};` → [(crate::a::b, [b]), (crate::a::c::d, [d])]; `mod x;` → (self::x).
+fn rust_uses(statement: &str) -> Vec<(String, Vec<String>)> {
+    let s = statement.trim_end_matches(';').trim();
+    let s = s
+        .strip_prefix("pub(crate) ")
+        .or_else(|| s.strip_prefix("pub "))
+        .unwrap_or(s);
+    if let Some(name) = s.strip_prefix("mod ") {
+        let name = name.trim();
+        if name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return vec![(format!("mod::{name}"), vec![])];
+        }
+        return vec![];
+    }
+    let Some(tree) = s.strip_prefix("use ") else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    expand_use("", tree.trim(), &mut out);
+    out
+}
+
+/// Flattens a use tree: `a::{b, c::{d, e}}` → a::b, a::c::d, a::c::e.
+fn expand_use(prefix: &str, tree: &str, out: &mut Vec<(String, Vec<String>)>) {
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{') {
+        let head = tree[..open].trim_end_matches("::").trim();
+        let inner = tree[open + 1..].trim_end().trim_end_matches('}');
+        let prefix = join_path(prefix, head);
+        let mut depth = 0;
+        let mut start = 0;
+        for (i, c) in inner.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    expand_use(&prefix, &inner[start..i], out);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        expand_use(&prefix, &inner[start..], out);
+        return;
+    }
+    let path = tree.split(" as ").next().unwrap_or("").trim();
+    if path.is_empty() {
+        return;
+    }
+    let full = join_path(prefix, path);
+    let name = full.rsplit("::").next().unwrap_or("").to_string();
+    let names = if name == "self" || name == "*" {
+        vec![]
+    } else {
+        vec![name]
+    };
+    out.push((full, names));
+}
+
+fn join_path(prefix: &str, path: &str) -> String {
+    match (prefix.is_empty(), path.is_empty()) {
+        (true, _) => path.to_string(),
+        (_, true) => prefix.to_string(),
+        _ => format!("{prefix}::{path}"),
+    }
+}
+
+/// Files a Rust path may be defined in: each prefix of the module path, as `x.rs` or
+/// `x/mod.rs`, from the crate's `src/` (crate::), the current module (self::, `mod x;`) or its
+/// parent (super::).
+fn rust_candidates(path: &str, current: &str) -> Vec<String> {
+    let segments: Vec<&str> = path.split("::").collect();
+    let Some(first) = segments.first() else {
+        return vec![];
+    };
+    // The directory of the current module's children.
+    let stem = current.strip_suffix(".rs").unwrap_or(current);
+    let file = stem.rsplit('/').next().unwrap_or("");
+    let module_dir = if matches!(file, "mod" | "lib" | "main") {
+        parent(stem).to_string()
+    } else {
+        stem.to_string()
+    };
+    let crate_root = match current.rfind("src/") {
+        Some(i) => current[..i + 3].to_string(),
+        None => String::new(),
+    };
+    let (base, rest) = match *first {
+        "crate" => (crate_root, &segments[1..]),
+        "self" | "mod" => (module_dir, &segments[1..]),
+        "super" => {
+            let mut base = parent(&module_dir).to_string();
+            let mut rest = &segments[1..];
+            while rest.first() == Some(&"super") {
+                base = parent(&base).to_string();
+                rest = &rest[1..];
+            }
+            (base, rest)
+        }
+        _ => return vec![],
+    };
+    let mut out = Vec::new();
+    for k in (1..=rest.len()).rev() {
+        let joined = rest[..k].join("/");
+        let at = if base.is_empty() {
+            joined
+        } else {
+            format!("{base}/{joined}")
+        };
+        out.push(format!("{at}.rs"));
+        out.push(format!("{at}/mod.rs"));
+    }
+    // The module the path starts from (`use super::Cart` → the parent module's file).
+    if base.ends_with("src") || base == "src" {
+        out.push(format!("{base}/lib.rs"));
+        out.push(format!("{base}/main.rs"));
+    } else if !base.is_empty() {
+        out.push(format!("{base}.rs"));
+        out.push(format!("{base}/mod.rs"));
+    }
+    out
+}
+
+/// `import "a/b"`, `import x "a/b"`, `import ( "a" ; y "b" )` → the quoted paths.
+fn go_imports(statement: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = statement;
+    while let Some(start) = rest.find('"') {
+        let Some(len) = rest[start + 1..].find('"') else {
+            break;
+        };
+        out.push(rest[start + 1..start + 1 + len].to_string());
+        rest = &rest[start + 2 + len..];
+    }
+    out
+}
+
+/// The non-test Go files of the repository directory an import path names: the longest tail
+/// of the path that is a directory of the repository.
+fn go_package_files(import: &str, paths: &BTreeSet<String>, current: &str) -> Vec<String> {
+    let segments: Vec<&str> = import.split('/').collect();
+    for k in (1..=segments.len()).rev() {
+        let tail = segments[segments.len() - k..].join("/");
+        let files: Vec<String> = paths
+            .iter()
+            .filter(|p| {
+                p.ends_with(".go")
+                    && !p.ends_with("_test.go")
+                    && p.as_str() != current
+                    && (parent(p) == tail || parent(p).ends_with(&format!("/{tail}")))
+            })
+            .take(MAX_FILES)
+            .cloned()
+            .collect();
+        if !files.is_empty() {
+            return files;
+        }
+    }
+    vec![]
+}
+
+/// `import a.b.C;` / `import static a.b.C.m;` → `a.b.C` (the class's path); `*` imports none.
+fn java_import(statement: &str) -> Option<String> {
+    let s = statement
+        .strip_prefix("import ")?
+        .trim()
+        .trim_end_matches(';');
+    let (s, is_static) = match s.strip_prefix("static ") {
+        Some(rest) => (rest.trim(), true),
+        None => (s, false),
+    };
+    if s.ends_with(".*") {
+        return None;
+    }
+    let class = if is_static {
+        s.rsplit_once('.').map_or(s, |(c, _)| c)
+    } else {
+        s
+    };
+    Some(class.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|p| p.to_string()).collect()
+    }
+
+    fn check(
+        language: &str,
+        current: &str,
+        text: &str,
+        repo: &[&str],
+        files: &[&str],
+        names: &[&str],
+    ) {
+        let got = resolve(language, current, text, &paths(repo));
+        assert_eq!(got.files, files, "files of {text:?}");
+        assert_eq!(got.names, names, "names of {text:?}");
+    }
+
+    #[test]
+    fn python_absolute_relative_and_src_layouts() {
+        let repo = [
+            "src/shop/pricing.py",
+            "src/shop/cart/__init__.py",
+            "src/shop/cart/items.py",
+            "src/shop/checkout.py",
+            "src/shop/util.py",
+        ];
+        check(
+            "python",
+            "src/shop/checkout.py",
+            "import os\nfrom shop.pricing import compute_price, round_cents as rc\nfrom .cart import (\n    add_item,\n    items,\n)\nfrom . import util\nimport requests\n",
+            &repo,
+            &[
+                "src/shop/pricing.py",
+                "src/shop/cart/items.py",
+                "src/shop/cart/__init__.py",
+                "src/shop/util.py",
+            ],
+            &["add_item", "compute_price", "items", "round_cents", "util"],
+        );
+    }
+
+    #[test]
+    fn typescript_relative_imports_with_extensions_and_index_files() {
+        let repo = [
+            "src/api/client.ts",
+            "src/util/index.ts",
+            "src/app.tsx",
+            "src/legacy.js",
+        ];
+        check(
+            "typescript",
+            "src/app.tsx",
+            "import React from 'react';\nimport { fetchUser, saveUser as save } from './api/client';\nimport * as util from \"./util\";\nconst legacy = require('./legacy.js');\nexport { helper } from './api/client.js';\n",
+            &repo,
+            &["src/api/client.ts", "src/util/index.ts", "src/legacy.js"],
+            &["fetchUser", "helper", "legacy", "saveUser", "util"],
+        );
+    }
+
+    #[test]
+    fn rust_use_trees_mods_and_super() {
+        let repo = [
+            "src/lib.rs",
+            "src/pricing.rs",
+            "src/cart/mod.rs",
+            "src/cart/items.rs",
+            "src/checkout.rs",
+            "src/checkout/steps.rs",
+        ];
+        check(
+            "rust",
+            "src/checkout.rs",
+            "use std::collections::HashMap;\nuse crate::pricing::compute_price;\nuse crate::cart::{\n    items::{add_item, Item},\n    Cart,\n};\nmod steps;\nuse super::lib_fn;\n",
+            &repo,
+            &[
+                "src/pricing.rs",
+                "src/cart/items.rs",
+                "src/cart/mod.rs",
+                "src/checkout/steps.rs",
+                "src/lib.rs",
+            ],
+            &["Cart", "Item", "add_item", "compute_price", "lib_fn"],
+        );
+        check(
+            "rust",
+            "src/cart/items.rs",
+            "use super::super::pricing;\nuse super::Cart;\n",
+            &repo,
+            &["src/pricing.rs", "src/cart/mod.rs"],
+            &["Cart", "pricing"],
+        );
+    }
+
+    #[test]
+    fn go_import_paths_name_package_directories() {
+        let repo = [
+            "go.mod",
+            "internal/pricing/price.go",
+            "internal/pricing/price_test.go",
+            "internal/pricing/round.go",
+            "cmd/shop/main.go",
+        ];
+        check(
+            "go",
+            "cmd/shop/main.go",
+            "package main\n\nimport (\n\t\"fmt\"\n\tp \"example.com/shop/internal/pricing\"\n)\n",
+            &repo,
+            &["internal/pricing/price.go", "internal/pricing/round.go"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn java_classes_and_static_imports() {
+        let repo = [
+            "src/main/java/com/acme/Pricing.java",
+            "src/main/java/com/acme/App.java",
+        ];
+        check(
+            "java",
+            "src/main/java/com/acme/App.java",
+            "import java.util.List;\nimport static com.acme.Pricing.compute;\nimport com.acme.*;\n",
+            &repo,
+            &["src/main/java/com/acme/Pricing.java"],
+            &["Pricing"],
+        );
+    }
+
+    #[test]
+    fn paths_never_escape_the_repository_and_unknown_languages_import_nothing() {
+        let repo = ["a.py", "etc/passwd.py"];
+        check(
+            "python",
+            "pkg/x.py",
+            "from .... import passwd\n",
+            &repo,
+            &[],
+            &["passwd"],
+        );
+        check(
+            "typescript",
+            "x.ts",
+            "import a from '../../../../etc/passwd';\n",
+            &repo,
+            &[],
+            &["a"],
+        );
+        check("haskell", "x.hs", "import Data.List\n", &repo, &[], &[]);
+        assert_eq!(normalize("../../a/./b/../c"), "a/c");
+    }
+}
