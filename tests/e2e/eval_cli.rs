@@ -155,6 +155,25 @@ fn eval_scores_every_leg_writes_results_and_prints_ceilings() {
             assert_eq!(rows[1]["results"][0]["filepath"], "checksum.py");
         }
     }
+    // What completion retrieval returns: app.py imports render.py and config.py, and the
+    // import candidates come first.
+    let rows = read_results(&f.root.path().join("results.imports+rrf.jsonl"));
+    let cc = rows.iter().find(|r| r["id"] == "cc-render").unwrap();
+    let first_two: Vec<&str> = cc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(2)
+        .map(|r| r["filepath"].as_str().unwrap())
+        .collect();
+    assert!(first_two.contains(&"render.py"), "{cc}");
+    assert!(
+        first_two
+            .iter()
+            .all(|p| ["render.py", "config.py"].contains(p)),
+        "{cc}"
+    );
+    assert_eq!(table_row(&stdout, "| imports+rrf | completion |")[0], 1.0);
 }
 
 #[test]
@@ -239,8 +258,19 @@ fn eval_completion_mode_runs_the_model_per_variant() {
     );
     assert!(output.status.success(), "{stdout}\n{stderr}");
     // n, identifier match, exact line, edit sim, with snippet, target snippet, prompt bytes.
-    let off = table_row(&stdout, "| off |");
-    let on = table_row(&stdout, "| on |");
+    let row = |variant: &str| -> Vec<f64> {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {variant} |")))
+            .unwrap_or_else(|| panic!("no row {variant} in:\n{stdout}"));
+        line.trim_matches('|')
+            .split('|')
+            .skip(1)
+            .take(7)
+            .map(|c| c.trim().parse().unwrap())
+            .collect()
+    };
+    let (off, on) = (row("off"), row("on"));
     assert_eq!(off[0], 1.0, "only the completion query runs: {stdout}");
     assert_eq!((off[4], off[5]), (0.0, 0.0), "{stdout}");
     assert_eq!((on[4], on[5]), (1.0, 1.0), "{stdout}");

@@ -77,7 +77,9 @@ enum Command {
         #[arg(long)]
         corpus: PathBuf,
         /// Comma-separated legs to score.
-        #[arg(long, default_value = "bm25,embedding,rrf")]
+        /// (`imports`: import-aware candidates alone; `imports+rrf`: what completion retrieval
+        /// returns, import candidates then the fused hits.)
+        #[arg(long, default_value = "bm25,embedding,rrf,imports+rrf")]
         legs: String,
         /// Write results here (one file per leg: NAME.<leg>.jsonl when several legs).
         #[arg(long)]

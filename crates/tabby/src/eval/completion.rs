@@ -172,12 +172,8 @@ fn read_cases(path: &Path, corpus: &IndexedCorpus) -> anyhow::Result<Vec<Case>> 
                 i + 1
             )
         })?;
-        let source = query.corpus.clone().unwrap_or_else(|| "full".into());
-        let dir = corpus
-            .sources
-            .get(&source)
-            .or_else(|| corpus.sources.values().next())
-            .context("the corpus has no source")?;
+        let source = corpus.source_of(query.corpus.as_deref())?;
+        let dir = &corpus.sources[&source];
         let filepath = query.filepath.clone().with_context(|| {
             format!(
                 "{}:{}: completion query without filepath",
@@ -272,15 +268,8 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         let without_model = service(Arc::new(NoModel));
         let mut tally = Tally::default();
         for (i, case) in cases.iter().enumerate() {
-            let source = case.query.corpus.clone().unwrap_or_else(|| "full".into());
-            let git_url = corpus.git_url(&source).or_else(|_| {
-                corpus
-                    .sources
-                    .keys()
-                    .next()
-                    .map(|s| corpus.git_url(s))
-                    .context("the corpus has no source")?
-            })?;
+            let source = corpus.source_of(case.query.corpus.as_deref())?;
+            let git_url = corpus.git_url(&source)?;
             let allowed = AllowedCodeRepository {
                 list: vec![CodeRepository {
                     git_url: git_url.clone(),

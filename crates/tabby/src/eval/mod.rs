@@ -38,6 +38,10 @@ pub enum Leg {
     Bm25,
     Embedding,
     Rrf,
+    /// Import-aware candidates alone (completion queries; nl queries have no file).
+    Imports,
+    /// What completion retrieval returns: import candidates, then the fused hits.
+    ImportsRrf,
 }
 
 impl Leg {
@@ -47,7 +51,11 @@ impl Leg {
                 "bm25" => Ok(Leg::Bm25),
                 "embedding" => Ok(Leg::Embedding),
                 "rrf" => Ok(Leg::Rrf),
-                other => bail!("unknown leg {other:?}: expected bm25, embedding or rrf"),
+                "imports" => Ok(Leg::Imports),
+                "imports+rrf" => Ok(Leg::ImportsRrf),
+                other => bail!(
+                    "unknown leg {other:?}: expected bm25, embedding, rrf, imports or imports+rrf"
+                ),
             })
             .collect()
     }
@@ -57,6 +65,8 @@ impl Leg {
             Leg::Bm25 => "bm25",
             Leg::Embedding => "embedding",
             Leg::Rrf => "rrf",
+            Leg::Imports => "imports",
+            Leg::ImportsRrf => "imports+rrf",
         }
     }
 }
@@ -226,6 +236,19 @@ struct IndexedCorpus {
 }
 
 impl IndexedCorpus {
+    /// The source a query names (`full`, `nodocs`), else the first one (a plain directory).
+    fn source_of(&self, wanted: Option<&str>) -> anyhow::Result<String> {
+        match wanted {
+            Some(name) if self.sources.contains_key(name) => Ok(name.to_string()),
+            _ => self
+                .sources
+                .keys()
+                .next()
+                .cloned()
+                .context("the corpus has no source"),
+        }
+    }
+
     /// The `file://` URL the source was indexed under (what an editor's git_url would match).
     fn git_url(&self, source: &str) -> anyhow::Result<String> {
         let dir = self
@@ -355,9 +378,40 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             *sum += found;
         }
 
+        let wants_imports = options
+            .legs
+            .iter()
+            .any(|l| matches!(l, Leg::Imports | Leg::ImportsRrf));
+        let import_hits: Vec<Range> = if wants_imports && is_completion {
+            service
+                .search_imports(
+                    &search_query,
+                    options.config.completion.import_snippets.max(1),
+                )
+                .await?
+                .iter()
+                .map(|h| to_range(&h.doc))
+                .collect()
+        } else {
+            Vec::new()
+        };
         for leg in &options.legs {
             let ranges: Vec<Range> = match leg {
                 Leg::Rrf => rrf_hits.iter().map(|h| to_range(&h.doc)).collect(),
+                Leg::Imports => import_hits.clone(),
+                Leg::ImportsRrf => {
+                    let mut all = import_hits.clone();
+                    for r in rrf_hits.iter().map(|h| to_range(&h.doc)) {
+                        if !all
+                            .iter()
+                            .any(|a| a.filepath == r.filepath && a.start_line == r.start_line)
+                        {
+                            all.push(r);
+                        }
+                    }
+                    all.truncate(K);
+                    all
+                }
                 Leg::Bm25 | Leg::Embedding => {
                     let hits = if *leg == Leg::Bm25 {
                         &legs.bm25
