@@ -1,6 +1,6 @@
 // The tabby-rs web UI: a small single-page app over /graphql and /subscriptions.
 import { gql, session, subscribe, describe } from "./gql.js";
-import { renderMarkdown, escapeHtml } from "./markdown.js";
+import { renderMarkdown, escapeHtml, safeUrl } from "./markdown.js";
 
 // ---- DOM helpers ----
 
@@ -316,16 +316,20 @@ function fileLink(code) {
   return h("span.path", label);
 }
 
+/// A document's link, or its title alone when the link is missing or not a safe URL.
+function docLink(url, title) {
+  const href = url ? safeUrl(url) : null;
+  return href ? h("a", { href, target: "_blank", rel: "noopener noreferrer" }, title) : h("span", title);
+}
+
 function docView(doc) {
   switch (doc.__typename) {
     case "MessageAttachmentWebDoc":
-      return h("span", h("a", { href: doc.link, target: "_blank", rel: "noopener noreferrer" }, doc.title || doc.link));
+      return h("span", docLink(doc.link, doc.title || doc.link));
     case "MessageAttachmentCommitDoc":
       return h("span", h("code", doc.sha.slice(0, 10)), " ", doc.message.split("\n")[0]);
     case "MessageAttachmentIngestedDoc":
-      return doc.docLink
-        ? h("a", { href: doc.docLink, target: "_blank", rel: "noopener noreferrer" }, doc.title)
-        : h("span", doc.title);
+      return docLink(doc.docLink, doc.title);
     default:
       return h("span", "document");
   }

@@ -41,8 +41,10 @@ export function highlight(code, language = "") {
   return out + escapeHtml(code.slice(last));
 }
 
-function safeUrl(url) {
-  const trimmed = url.trim();
+/// The URL if it is http(s), site-relative or a fragment; null for anything else (javascript:,
+/// data: …), so no link a document carries can run script.
+export function safeUrl(url) {
+  const trimmed = String(url ?? "").trim();
   if (/^(https?:\/\/|\/|#)/i.test(trimmed)) return trimmed;
   return null;
 }

@@ -153,3 +153,35 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         "secret-team"
     );
 }
+
+/// The UI's pages may not be framed (clickjacking), connect only to their own origin (the
+/// same-origin WebSocket included under CSP 3's `'self'`), and load nothing from elsewhere.
+#[tokio::test]
+async fn ee_ui_pages_are_served_with_a_strict_content_security_policy() {
+    let server = TabbyServer::start_ee("", &[]);
+    for path in ["/", "/threads", "/no-such-page"] {
+        let response = client().get(server.url(path)).send().await.unwrap();
+        let expected = if path == "/no-such-page" { 404 } else { 200 };
+        assert_eq!(response.status(), expected, "{path}");
+        let csp = response
+            .headers()
+            .get("content-security-policy")
+            .unwrap_or_else(|| panic!("{path}: no CSP"))
+            .to_str()
+            .unwrap()
+            .to_string();
+        for directive in [
+            "default-src 'self'",
+            "connect-src 'self';",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+        ] {
+            assert!(
+                csp.contains(directive),
+                "{path}: {directive} missing in {csp}"
+            );
+        }
+        assert!(!csp.contains("ws:") && !csp.contains('*'), "{path}: {csp}");
+        assert_eq!(response.headers()["x-frame-options"], "DENY", "{path}");
+    }
+}

@@ -110,11 +110,13 @@ fn respond(req: &Request, status: StatusCode, name: &str, bytes: &'static [u8]) 
         HeaderValue::from_static("nosniff"),
     );
     if name.ends_with(".html") {
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(
-                "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; \
-                 style-src 'self' 'unsafe-inline'; frame-ancestors *",
+                "default-src 'self'; connect-src 'self'; img-src 'self' data:; \
+                 style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; \
+                 form-action 'self'",
             ),
         );
     }
