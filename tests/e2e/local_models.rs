@@ -136,3 +136,44 @@ async fn repository_context_reaches_the_embedded_completion_model() {
     assert!(!prompt.contains("compute_discounted_price"), "{prompt}");
     assert_eq!(body["debug_data"]["snippets"], json!([]));
 }
+
+/// `/v1/chat/completions` on the embedded chat model with the sampling parameters clients send:
+/// a presence penalty (which once made every stream fail on its first tokens) streams to the
+/// end, and an out-of-range value is a 400 naming the parameter, with no backtrace or path.
+#[tokio::test]
+async fn chat_sampling_parameters_on_the_embedded_model() {
+    let dir = embedded_models_dir();
+    let server = TabbyServer::start_with_env(
+        "",
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let chat = |extra: serde_json::Value| {
+        let mut body = json!({"model": "", "stream": true, "max_tokens": 12,
+                              "messages": [{"role": "user", "content": "List three colours."}]});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        client()
+            .post(server.url("/v1/chat/completions"))
+            .json(&body)
+            .send()
+    };
+    let response = chat(json!({"presence_penalty": 1.0, "frequency_penalty": 0.5,
+                               "temperature": 0.7, "top_p": 0.9, "seed": 3}))
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("chat.completion.chunk"), "{body}");
+    assert!(!body.contains("\"error\""), "{body}");
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
+
+    let response = chat(json!({"presence_penalty": 5.0})).await.unwrap();
+    assert_eq!(response.status(), 400);
+    let body = response.text().await.unwrap();
+    assert!(body.contains("presence_penalty"), "{body}");
+    for leak in ["backtrace", ".rs:", "/root/", "/tmp/"] {
+        assert!(!body.contains(leak), "{leak} in {body}");
+    }
+}
