@@ -312,7 +312,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                     json!({
                         "id": case.query.id, "variant": variant.name, "text": text,
                         "expected_line": case.expected_line, "symbol": case.query.symbol,
-                        "identifier_match": identifier_hit, "prompt_bytes": prompt.len(),
+                        "identifier_match": identifier_hit, "prompt_bytes": prompt.len(), "prompt": prompt,
                         "snippets": snippets.iter().map(|s| &s.filepath).collect::<Vec<_>>(),
                         "target_snippet": target_snippet,
                     })
