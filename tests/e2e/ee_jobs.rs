@@ -50,8 +50,14 @@ impl Env {
         let embedder =
             FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
         let models = tempfile::tempdir().unwrap();
+        // Repositories made by the tests live in temporary directories: allow those as
+        // local repositories over GraphQL.
         let config = openai_chat_config(&chat.url(), "fake-chat")
-            + &openai_embedding_config(&embedder.url(), "fake-embed");
+            + &openai_embedding_config(&embedder.url(), "fake-embed")
+            + &format!(
+                "\n[security]\nlocal_repository_roots = [{}]\n",
+                json!(std::env::temp_dir().display().to_string())
+            );
         let server = TabbyServer::start_ee(
             &config,
             &[("TABBY_MODEL_CACHE_ROOT", models.path().to_str().unwrap())],

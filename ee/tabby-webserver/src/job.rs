@@ -234,6 +234,13 @@ impl JobService {
         Ok((id, created))
     }
 
+    fn is_config_source(&self, source_id: &str) -> bool {
+        self.directory
+            .config_repositories()
+            .iter()
+            .any(|r| r.source_id == source_id)
+    }
+
     /// Every repository (config and GraphQL) as index jobs.
     async fn repository_jobs(&self) -> anyhow::Result<Vec<CodeRepositoryJob>> {
         let snapshot = self.directory.snapshot().await?;
@@ -424,6 +431,14 @@ impl JobService {
 
     async fn index_repository(&self, job: &CodeRepositoryJob, log: &JobLog) -> anyhow::Result<()> {
         let deps = self.deps()?;
+        // The allow-list may have shrunk since the repository was added.
+        if !self.is_config_source(&job.source_id) {
+            crate::service::repository::check_local_repository(
+                self.directory.security(),
+                &job.git_url,
+            )
+            .map_err(anyhow::Error::msg)?;
+        }
         let repo = RepositoryToIndex {
             source_id: job.source_id.clone(),
             git_url: job.git_url.clone(),

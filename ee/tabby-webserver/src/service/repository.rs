@@ -5,7 +5,10 @@ use std::{path::PathBuf, sync::Arc};
 
 use async_trait::async_trait;
 use juniper::ID;
-use tabby_common::git_url::GitUrl;
+use tabby_common::{
+    config::SecurityConfig,
+    git_url::{GitUrl, local_path},
+};
 use tabby_db::{DbConn, DbError, RepositoryDAO};
 use tabby_schema::{
     AccessPolicy, AsID, CoreError, Result,
@@ -119,6 +122,32 @@ impl RepositoryServiceImpl {
     }
 }
 
+/// A repository added through GraphQL may be local only below `[security]
+/// local_repository_roots` (config.toml's own entries may be anywhere).
+pub fn check_local_repository(security: &SecurityConfig, git_url: &str) -> Result<(), String> {
+    let Some(path) = local_path(git_url) else {
+        return Ok(());
+    };
+    if security.allows_local_repository(&path) {
+        return Ok(());
+    }
+    let roots = if security.local_repository_roots.is_empty() {
+        "none are configured".to_string()
+    } else {
+        security
+            .local_repository_roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(format!(
+        "Local repository {} is not below a directory of `[security] local_repository_roots` \
+         in config.toml ({roots}); add a root there or use a remote URL",
+        path.display()
+    ))
+}
+
 fn db_error(e: DbError) -> CoreError {
     match e {
         DbError::AlreadyExists { .. } => CoreError::invalid(
@@ -150,6 +179,8 @@ impl RepositoryService for RepositoryServiceImpl {
 
     async fn create_git(&self, name: &str, git_url: &str, refs: Vec<String>) -> Result<ID> {
         let refs = normalize_refs(refs)?;
+        check_local_repository(self.directory.security(), git_url)
+            .map_err(|message| CoreError::invalid("gitUrl", message))?;
         if self
             .directory
             .config_repositories()
