@@ -165,3 +165,188 @@ fn ee_security_git_options_in_config_toml_stop_the_server() {
         assert!(stderr.contains(key), "{key}: {stderr}");
     }
 }
+
+// ---- 2. jobs as data: no caller URL is run, no credential is shown ----
+
+/// Waits until `jobRuns` (as `token`) has a finished run of `job` whose command has `needle`.
+async fn finished_run(server: &TabbyServer, token: &str, job: &str, needle: &str) -> Value {
+    poll(
+        &format!("a finished {job} run with {needle}"),
+        std::time::Duration::from_secs(30),
+        || async {
+            let data = gql_ok(
+                server,
+                Some(token),
+                "query($j: [String!]) { jobRuns(jobs: $j) { edges { node { id command exitCode } } } }",
+                json!({"j": [job]}),
+            )
+            .await;
+            data["jobRuns"]["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["node"].clone())
+                .rev()
+                .find(|r| r["command"].as_str().unwrap().contains(needle) && !r["exitCode"].is_null())
+        },
+    )
+    .await
+}
+
+async fn job_log(server: &TabbyServer, token: &str, run_id: &str) -> String {
+    let response = client()
+        .get(server.url(&format!("/background-jobs/{run_id}/logs")))
+        .header("authorization", bearer(token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.text().await.unwrap()
+}
+
+#[tokio::test]
+async fn ee_security_repository_credentials_are_never_shown() {
+    const SECRET: &str = "glpat-SECRET0123";
+    // Port 1 on loopback refuses at once: the indexing jobs fail fast (and notify admins).
+    let config = format!(
+        "[[repositories]]\ngit_url = \"https://oauth2:{SECRET}@127.0.0.1:1/team/private.git\"\n"
+    );
+    let server = TabbyServer::start_ee(&config, &[]);
+    let admin = register_owner(&server, "owner@example.com").await;
+    let member = invite_and_register(&server, &admin, "member@example.com").await;
+    let a = admin.access_token.as_str();
+    gql_ok(
+        &server,
+        Some(a),
+        CREATE,
+        json!({"n": "other", "u": format!("https://ci:{SECRET}@127.0.0.1:1/team/other.git?private_token={SECRET}")}),
+    )
+    .await;
+
+    // The attacker's query, with an editor's auth token and with a member's session.
+    let query = "{ repositoryList { name gitUrl jobInfo { command lastJobRun { command } } } }";
+    for token in [member.auth_token.as_str(), member.access_token.as_str()] {
+        let body = graphql(&server.url("/graphql"), Some(token), query, json!({})).await;
+        let text = body.to_string();
+        assert!(!text.contains(SECRET), "{text}");
+        assert!(body["data"].is_null(), "{text}");
+        assert_eq!(code(&body["errors"][0]), Some("FORBIDDEN"), "{text}");
+    }
+    // Without `command` members still see the list (no credentials in it).
+    let list = gql_ok(
+        &server,
+        Some(&member.auth_token),
+        "{ repositoryList { name gitUrl jobInfo { lastJobRun { exitCode } } } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        list["repositoryList"].as_array().unwrap().len(),
+        2,
+        "{list}"
+    );
+    assert!(!list.to_string().contains(SECRET), "{list}");
+
+    // Admins see commands, redacted; and every other place a URL shows up is clean too.
+    let runs = [
+        finished_run(&server, a, "scheduler_git", "team/private").await,
+        finished_run(&server, a, "scheduler_git", "team/other").await,
+    ];
+    for run in &runs {
+        assert_eq!(run["exitCode"], 1, "{run}");
+        let log = job_log(&server, a, run["id"].as_str().unwrap()).await;
+        assert!(log.contains("127.0.0.1:1/team/"), "{log}");
+        assert!(!log.contains(SECRET), "{log}");
+    }
+    for query in [
+        "{ repositoryList { gitUrl jobInfo { command lastJobRun { command } } } }",
+        "{ gitRepositories { edges { node { gitUrl jobInfo { command lastJobRun { command } } } } } }",
+        "{ jobRuns { edges { node { command } } } }",
+        "{ notifications { content } }",
+    ] {
+        let data = gql_ok(&server, Some(a), query, json!({})).await;
+        let text = data.to_string();
+        assert!(!text.contains(SECRET), "{query}: {text}");
+        assert!(text.contains("team/"), "{query}: {text}");
+    }
+    let notes = gql_ok(&server, Some(a), "{ notifications { content } }", json!({})).await;
+    assert!(
+        notes["notifications"].as_array().unwrap().len() >= 2,
+        "{notes}"
+    );
+    assert!(
+        !server.stderr().contains(SECRET),
+        "server log:\n{}",
+        server.stderr()
+    );
+}
+
+#[tokio::test]
+async fn ee_security_trigger_job_run_never_runs_a_callers_url() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_repo(tmp.path(), "legit", &[("a.py", "def a():\n    pass\n")]);
+    let marker = tmp.path().join("pwned");
+    let server = TabbyServer::start_ee(&security_config(tmp.path()), &[]);
+    let admin = register_owner(&server, "owner@example.com").await;
+    let a = admin.access_token.as_str();
+    let id = gql_ok(
+        &server,
+        Some(a),
+        CREATE,
+        json!({"n": "legit", "u": format!("file://{}", repo.display())}),
+    )
+    .await["createGitRepository"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let source_id = format!("git:{id}");
+    let first = finished_run(&server, a, "scheduler_git", &source_id).await;
+    assert_eq!(first["exitCode"], 0, "{first}");
+
+    let trigger = "mutation($c: String!) { triggerJobRun(command: $c) }";
+    let attack = |source_id: &str| {
+        json!({"SchedulerGitRepository": {
+            "git_url": format!("--upload-pack=touch {}", marker.display()),
+            "source_id": source_id,
+            "git_refs": ["--output=/tmp/x"],
+        }})
+        .to_string()
+    };
+    // An unknown source is refused, naming the problem.
+    for command in [
+        attack("git:nope"),
+        json!({"WebCrawler": {"source_id": "custom_web_document:nope", "url": "http://169.254.169.254/"}})
+            .to_string(),
+    ] {
+        let err = gql_err(&server, Some(a), trigger, json!({"c": command})).await;
+        assert_eq!(validation_paths(&err), ["command"], "{err}");
+        assert!(err.to_string().contains("No "), "{err}");
+    }
+    // A known source runs the row's URL: the attacker's fields are never read.
+    let run =
+        gql_ok(&server, Some(a), trigger, json!({"c": attack(&source_id)})).await["triggerJobRun"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    let done = poll(
+        "the triggered run",
+        std::time::Duration::from_secs(30),
+        || async {
+            let data = gql_ok(
+                &server,
+                Some(a),
+                "query($i: [ID!]) { jobRuns(ids: $i) { edges { node { command exitCode } } } }",
+                json!({"i": [run]}),
+            )
+            .await;
+            let node = data["jobRuns"]["edges"][0]["node"].clone();
+            (!node["exitCode"].is_null()).then_some(node)
+        },
+    )
+    .await;
+    assert_eq!(done["exitCode"], 0, "{done}");
+    assert_eq!(done["command"], first["command"], "the row's command");
+    let log = job_log(&server, a, &run).await;
+    assert!(!log.contains("upload-pack"), "{log}");
+    assert!(!marker.exists());
+}

@@ -18,17 +18,24 @@ pub struct GitReference {
 }
 
 #[derive(Clone, Debug, GraphQLObject)]
+#[graphql(context = crate::Context)]
 pub struct GitRepository {
     pub id: ID,
     pub source_id: String,
     pub name: String,
+    /// Credentials redacted.
     pub git_url: String,
     pub refs: Vec<GitReference>,
     /// The repository's indexing job and its latest run.
     pub job_info: crate::job::JobInfo,
 }
 
-connection!(GitRepositoryConnection, GitRepositoryEdge, GitRepository);
+connection!(
+    GitRepositoryConnection,
+    GitRepositoryEdge,
+    GitRepository,
+    crate::Context
+);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, GraphQLEnum)]
 pub enum RepositoryKind {
@@ -42,6 +49,7 @@ pub enum RepositoryKind {
 
 /// Any repository a user may use as context.
 #[derive(Clone, Debug, GraphQLObject)]
+#[graphql(context = crate::Context)]
 pub struct Repository {
     pub id: ID,
     pub source_id: String,

@@ -17,6 +17,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
+use tabby_common::git_url::{redact_url, redact_urls_in};
 use tabby_db::{DbConn, JobRunDAO, Pagination};
 use tabby_index::{
     CodeIndexer, EmbeddingSetup, IndexProgress, RepositorySummary, RepositoryToIndex,
@@ -78,12 +79,48 @@ impl BackgroundJobEvent {
         }
     }
 
+    /// The command stored in `job_runs` and shown to admins: upstream's JSON with every URL's
+    /// credentials redacted. The worker never runs a URL from a command: it looks the source
+    /// up by its id when the run starts.
     pub fn to_command(&self) -> String {
-        serde_json::to_string(self).expect("job events serialize")
+        let mut event = self.clone();
+        match &mut event {
+            BackgroundJobEvent::SchedulerGitRepository(job) => {
+                job.git_url = redact_url(&job.git_url)
+            }
+            BackgroundJobEvent::WebCrawler(job) => job.url = redact_url(&job.url),
+            _ => {}
+        }
+        serde_json::to_string(&event).expect("job events serialize")
     }
 
     pub fn from_command(command: &str) -> anyhow::Result<Self> {
-        serde_json::from_str(command).with_context(|| format!("not a job command: {command}"))
+        serde_json::from_str(command)
+            .with_context(|| format!("not a job command: {}", redact_urls_in(command)))
+    }
+}
+
+/// What `triggerJobRun` accepts: a job that carries no data, or a reference to an existing
+/// row by its source id. Any other field of the caller's JSON (a `git_url`, a `url`, refs) is
+/// skipped unread; the job is built from the row.
+#[derive(Debug, Deserialize)]
+pub enum JobRequest {
+    SchedulerGitRepository(SourceRef),
+    WebCrawler(SourceRef),
+    IndexGarbageCollection,
+    SyncIngestionIndex,
+    Hourly,
+    Daily,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SourceRef {
+    pub source_id: String,
+}
+
+impl JobRequest {
+    pub fn parse(command: &str) -> Option<JobRequest> {
+        serde_json::from_str(command).ok()
     }
 }
 
@@ -112,7 +149,9 @@ impl JobLog {
         })
     }
 
+    /// Every line is written with the credentials of its URLs redacted.
     fn write(&self, level: &str, message: &str) {
+        let message = redact_urls_in(message);
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         for line in message.lines() {
             let _ = writeln!(file, "{} [{level}]: {line}", Utc::now().to_rfc3339());
@@ -262,6 +301,64 @@ impl JobService {
         Ok(jobs)
     }
 
+    /// The repository with `source_id` as it is now (URL with its credentials, current refs).
+    async fn repository_job(&self, source_id: &str) -> anyhow::Result<Option<CodeRepositoryJob>> {
+        Ok(self
+            .repository_jobs()
+            .await?
+            .into_iter()
+            .find(|r| r.source_id == source_id))
+    }
+
+    /// The crawl of the web document with `source_id`, from its row.
+    async fn web_crawler_job(&self, source_id: &str) -> anyhow::Result<Option<WebCrawlerJob>> {
+        let Some(id) = source_id
+            .strip_prefix("custom_web_document:")
+            .and_then(tabby_schema::decode_id)
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .db
+            .get_web_document(id)
+            .await?
+            .map(|dao| WebCrawlerJob {
+                source_id: web_document_source_id(dao.id),
+                url: dao.url,
+                url_prefix: None,
+            }))
+    }
+
+    /// The event a `triggerJobRun` request stands for, built from the rows it names.
+    async fn requested_event(
+        &self,
+        request: JobRequest,
+    ) -> tabby_schema::Result<BackgroundJobEvent> {
+        let unknown = |what: &str, source_id: &str| {
+            let shown: String = source_id.chars().take(100).collect();
+            tabby_schema::CoreError::invalid(
+                "command",
+                format!("No {what} has source id {shown:?}"),
+            )
+        };
+        Ok(match request {
+            JobRequest::SchedulerGitRepository(r) => BackgroundJobEvent::SchedulerGitRepository(
+                self.repository_job(&r.source_id)
+                    .await?
+                    .ok_or_else(|| unknown("repository", &r.source_id))?,
+            ),
+            JobRequest::WebCrawler(r) => BackgroundJobEvent::WebCrawler(
+                self.web_crawler_job(&r.source_id)
+                    .await?
+                    .ok_or_else(|| unknown("web document", &r.source_id))?,
+            ),
+            JobRequest::IndexGarbageCollection => BackgroundJobEvent::IndexGarbageCollection,
+            JobRequest::SyncIngestionIndex => BackgroundJobEvent::SyncIngestionIndex,
+            JobRequest::Hourly => BackgroundJobEvent::Hourly,
+            JobRequest::Daily => BackgroundJobEvent::Daily,
+        })
+    }
+
     /// Enqueues indexing of every repository.
     pub async fn trigger_all_repositories(&self) -> anyhow::Result<()> {
         for job in self.repository_jobs().await? {
@@ -283,7 +380,12 @@ impl JobService {
                             "job run {} ({}) was interrupted by a restart: marked failed, enqueued again",
                             run.id, run.job
                         );
-                        if let Err(e) = service.db.create_job_run(&run.job, &run.command).await {
+                        // Commands of older versions may carry credentials: store the
+                        // redacted form.
+                        let command = BackgroundJobEvent::from_command(&run.command)
+                            .map(|e| e.to_command())
+                            .unwrap_or(run.command);
+                        if let Err(e) = service.db.create_job_run(&run.job, &command).await {
                             warn!("cannot re-enqueue job run {}: {e}", run.id);
                         }
                     }
@@ -393,6 +495,7 @@ impl JobService {
                 0
             }
             Some(message) => {
+                let message = redact_urls_in(&message);
                 log.warn(format!("failed: {message}"));
                 warn!("job run {} ({}) failed: {message}", run.id, run.job);
                 let content = format!(
@@ -419,9 +522,19 @@ impl JobService {
     async fn run_job(&self, event: &BackgroundJobEvent, log: &JobLog) -> anyhow::Result<()> {
         match event {
             BackgroundJobEvent::SchedulerGitRepository(job) => {
-                self.index_repository(job, log).await
+                let job = self
+                    .repository_job(&job.source_id)
+                    .await?
+                    .with_context(|| format!("repository {} no longer exists", job.source_id))?;
+                self.index_repository(&job, log).await
             }
-            BackgroundJobEvent::WebCrawler(job) => self.crawl(job, log).await,
+            BackgroundJobEvent::WebCrawler(job) => {
+                let job = self
+                    .web_crawler_job(&job.source_id)
+                    .await?
+                    .with_context(|| format!("web document {} no longer exists", job.source_id))?;
+                self.crawl(&job, log).await
+            }
             BackgroundJobEvent::IndexGarbageCollection => self.garbage_collect(log).await,
             BackgroundJobEvent::SyncIngestionIndex => self.sync_ingestion(log).await,
             BackgroundJobEvent::Hourly => self.hourly(log).await,
@@ -750,6 +863,59 @@ mod tests {
     }
 
     #[test]
+    fn commands_carry_no_credentials() {
+        let git = BackgroundJobEvent::SchedulerGitRepository(CodeRepositoryJob {
+            git_url: "https://oauth2:glpat-SECRET@gitlab.example/g/r".into(),
+            source_id: "git:abc".into(),
+            git_refs: vec![],
+        });
+        let command = git.to_command();
+        assert!(!command.contains("SECRET"), "{command}");
+        assert!(
+            command.contains(r#""git_url":"https://gitlab.example/g/r""#),
+            "{command}"
+        );
+        let web = BackgroundJobEvent::WebCrawler(WebCrawlerJob {
+            source_id: "custom_web_document:x".into(),
+            url: "https://docs.example/?private_token=SECRET".into(),
+            url_prefix: None,
+        });
+        assert!(!web.to_command().contains("SECRET"), "{}", web.to_command());
+        let err = BackgroundJobEvent::from_command(r#"{"X":"https://u:SECRET@h/"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+
+    /// A caller's URL in a `triggerJobRun` command is never read: only the source id.
+    #[test]
+    fn job_requests_reference_rows() {
+        let attack = r#"{"SchedulerGitRepository":{"git_url":"--upload-pack=touch /tmp/pwned","source_id":"git:abc","git_refs":["--x"]}}"#;
+        match JobRequest::parse(attack) {
+            Some(JobRequest::SchedulerGitRepository(r)) => assert_eq!(r.source_id, "git:abc"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            JobRequest::parse(
+                r#"{"WebCrawler":{"source_id":"custom_web_document:x","url":"http://169.254.169.254/"}}"#
+            ),
+            Some(JobRequest::WebCrawler(_))
+        ));
+        assert!(matches!(
+            JobRequest::parse(r#""Daily""#),
+            Some(JobRequest::Daily)
+        ));
+        for bad in [
+            r#"{"SchedulerGitRepository":{}}"#,
+            r#""SyncPagesIndex""#,
+            "Daily",
+            "",
+        ] {
+            assert!(JobRequest::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
     fn schedules_parse() {
         for expression in [HOURLY, DAILY, INGESTION_CHECK] {
             assert!(crate::cron::Cron::parse(expression).is_ok(), "{expression}");
@@ -772,13 +938,19 @@ mod graphql {
         relay::RelayArgs,
     };
 
-    use super::{BackgroundJobEvent, JobService, WebCrawlerJob, web_document_source_id};
+    use tabby_common::git_url::redact_urls_in;
+
+    use super::{
+        BackgroundJobEvent, JobRequest, JobService, WebCrawlerJob, web_document_source_id,
+    };
 
     /// Runs of the last week count in `jobRunStats`.
     const STATS_DAYS: u32 = 7;
 
     pub fn job_run(dao: JobRunDAO) -> JobRun {
         JobRun {
+            // Rows written by older versions may still hold credentials.
+            command: redact_urls_in(&dao.command),
             id: dao.id.as_id(),
             job: dao.job,
             created_at: dao.created_at,
@@ -787,7 +959,6 @@ mod graphql {
             finished_at: dao.end_ts,
             exit_code: dao.exit_code.map(|c| c as i32),
             stdout: String::new(),
-            command: dao.command,
         }
     }
 
@@ -848,14 +1019,16 @@ mod graphql {
         }
 
         async fn trigger(&self, command: &str) -> Result<ID> {
-            let event = BackgroundJobEvent::from_command(command).map_err(|_| {
+            let request = JobRequest::parse(command).ok_or_else(|| {
                 CoreError::invalid(
                     "command",
-                    "Not a job command this server runs (e.g. \"Hourly\", \"Daily\", \
-                     \"IndexGarbageCollection\", \"SyncIngestionIndex\", or \
-                     {\"SchedulerGitRepository\": {...}})",
+                    "Not a job command this server runs: \"Hourly\", \"Daily\", \
+                     \"IndexGarbageCollection\", \"SyncIngestionIndex\", or an existing \
+                     source by id: {\"SchedulerGitRepository\": {\"source_id\": \"git:…\"}}, \
+                     {\"WebCrawler\": {\"source_id\": \"custom_web_document:…\"}}",
                 )
             })?;
+            let event = self.requested_event(request).await?;
             let (id, _) = JobService::trigger(self, &event).await?;
             Ok(id.as_id())
         }
@@ -876,7 +1049,7 @@ mod graphql {
                                 id: dao.id.as_id(),
                                 source_id: web_document_source_id(dao.id),
                                 name: dao.name,
-                                url: dao.url,
+                                url: tabby_common::git_url::redact_url(&dao.url),
                                 created_at: dao.created_at,
                                 updated_at: dao.updated_at,
                                 job_info,

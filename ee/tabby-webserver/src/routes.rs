@@ -172,7 +172,12 @@ pub async fn job_logs(
     };
     let path = crate::job::JobLog::path(server.jobs.jobs_dir(), rowid);
     match tokio::fs::read(&path).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response(),
+        // Logs written by older versions may hold credentials in URLs.
+        Ok(bytes) => (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            tabby_common::git_url::redact_urls_in(&String::from_utf8_lossy(&bytes)),
+        )
+            .into_response(),
         Err(_) => json_error(StatusCode::NOT_FOUND, "no log for this job run (yet)"),
     }
 }

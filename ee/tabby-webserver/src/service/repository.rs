@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use juniper::ID;
 use tabby_common::{
     config::SecurityConfig,
-    git_url::{GitUrl, local_path},
+    git_url::{GitUrl, local_path, redact_url},
 };
 use tabby_db::{DbConn, DbError, RepositoryDAO};
 use tabby_schema::{
@@ -102,7 +102,7 @@ impl RepositoryServiceImpl {
             source_id: git_source_id(dao.id),
             refs: self.references(&dao.git_url, &dao.refs),
             name: dao.name,
-            git_url: dao.git_url,
+            git_url: redact_url(&dao.git_url),
             job_info,
         })
     }
@@ -231,7 +231,7 @@ impl RepositoryService for RepositoryServiceImpl {
                 source_name: repo.name.clone(),
                 name: repo.name.clone(),
                 kind: RepositoryKind::GitConfig,
-                git_url: repo.canonical_git_url.clone(),
+                git_url: redact_url(&repo.canonical_git_url),
                 refs: self.references(&repo.git_url, &repo.refs),
                 job_info: self
                     .jobs
@@ -257,7 +257,7 @@ impl RepositoryService for RepositoryServiceImpl {
                 source_name: dao.name.clone(),
                 name: dao.name.clone(),
                 kind: RepositoryKind::Git,
-                git_url: tabby_common::git_url::canonicalize_git_url(&dao.git_url),
+                git_url: redact_url(&tabby_common::git_url::canonicalize_git_url(&dao.git_url)),
                 refs: self.references(&dao.git_url, &dao.refs),
                 job_info: self.jobs.job_info(&Self::index_event(dao)).await?,
             });
