@@ -350,3 +350,220 @@ async fn ee_security_trigger_job_run_never_runs_a_callers_url() {
     assert!(!log.contains("upload-pack"), "{log}");
     assert!(!marker.exists());
 }
+
+// ---- 3. sign-in, registration, refresh ----
+
+const TOKEN_AUTH: &str =
+    "mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken } }";
+
+#[tokio::test]
+async fn ee_security_a_1000_operation_token_auth_batch_is_refused_quickly() {
+    let server = TabbyServer::start_ee("", &[]);
+    register_owner(&server, "owner@example.com").await;
+    let batch = |n: usize| -> Value {
+        (0..n)
+            .map(|i| {
+                json!({"query": TOKEN_AUTH, "variables": {"e": "owner@example.com", "p": format!("Guess{i}!x")}})
+            })
+            .collect()
+    };
+    let started = std::time::Instant::now();
+    let response = client()
+        .post(server.url("/graphql"))
+        .json(&batch(1000))
+        .send()
+        .await
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    let error = &body["errors"][0];
+    assert_eq!(error["extensions"]["code"], "BATCH_TOO_LARGE", "{body}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("at most 10") && message.contains("1000"),
+        "{message}"
+    );
+    assert!(
+        elapsed < std::time::Duration::from_secs(2),
+        "took {elapsed:?}"
+    );
+
+    // Nothing of it ran: the owner's sign-in limiter is untouched.
+    let ok = graphql(
+        &server.url("/graphql"),
+        None,
+        TOKEN_AUTH,
+        json!({"e": "owner@example.com", "p": PASSWORD}),
+    )
+    .await;
+    assert!(ok["data"]["tokenAuth"]["accessToken"].is_string(), "{ok}");
+    // A batch within the cap still works, one answer per operation.
+    let response = client()
+        .post(server.url("/graphql"))
+        .json(&json!([{"query": "{ serverInfo { isAdminInitialized } }"}, {"query": "{ serverInfo { isAdminInitialized } }"}]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let answers: Value = response.json().await.unwrap();
+    assert_eq!(answers.as_array().map(Vec::len), Some(2), "{answers}");
+}
+
+#[tokio::test]
+async fn ee_security_concurrent_wrong_passwords_cannot_outrun_the_limiter() {
+    let server = TabbyServer::start_ee("", &[]);
+    register_owner(&server, "owner@example.com").await;
+    let url = server.url("/graphql");
+    let attempts = futures::future::join_all((0..60).map(|i| {
+        let url = url.clone();
+        async move {
+            graphql(
+                &url,
+                None,
+                TOKEN_AUTH,
+                json!({"e": "owner@example.com", "p": format!("Wrong{i}!x")}),
+            )
+            .await
+        }
+    }))
+    .await;
+    let checked = attempts
+        .iter()
+        .filter(|b| b["errors"][0]["message"] == "Invalid email address or password")
+        .count();
+    let limited = attempts
+        .iter()
+        .filter(|b| code(&b["errors"][0]) == Some("TOO_MANY_REQUESTS"))
+        .count();
+    assert_eq!(checked + limited, 60, "{attempts:?}");
+    // The per-address budget is 10: concurrency does not buy more guesses.
+    assert!(checked <= 10, "{checked} passwords were checked");
+    let right = graphql(
+        &url,
+        None,
+        TOKEN_AUTH,
+        json!({"e": "owner@example.com", "p": PASSWORD}),
+    )
+    .await;
+    assert_eq!(
+        code(&right["errors"][0]),
+        Some("TOO_MANY_REQUESTS"),
+        "{right}"
+    );
+}
+
+#[tokio::test]
+async fn ee_security_register_and_refresh_floods_are_bounded() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let url = server.url("/graphql");
+    let before = server.peak_rss_kib();
+    let started = std::time::Instant::now();
+    let register = "mutation($e: String!, $c: String) { register(email: $e, password1: \"Passw0rd!x\", password2: \"Passw0rd!x\", name: \"x\", invitationCode: $c) { accessToken } }";
+    let answers = futures::future::join_all((0..300).map(|i| {
+        let url = url.clone();
+        async move {
+            let code = (i % 2 == 0).then(|| format!("bogus-{i}"));
+            graphql(
+                &url,
+                None,
+                register,
+                json!({"e": format!("flood{i}@example.com"), "c": code}),
+            )
+            .await
+        }
+    }))
+    .await;
+    // And sign-ins that each cost an argon2 verification (19 MiB apiece): unbounded, 300 of
+    // them at once would take 5.7 GB.
+    let sign_ins = futures::future::join_all((0..300).map(|i| {
+        let url = url.clone();
+        async move {
+            graphql(
+                &url,
+                None,
+                TOKEN_AUTH,
+                json!({"e": format!("nobody{i}@example.com"), "p": "Wrong0!xx"}),
+            )
+            .await
+        }
+    }))
+    .await;
+    assert!(sign_ins.iter().all(|b| b["data"].is_null()));
+    let elapsed = started.elapsed();
+    let peak = server.peak_rss_kib();
+    eprintln!(
+        "300 concurrent registrations and 300 sign-ins: {elapsed:?}, peak RSS {before} KiB before, {peak} KiB after"
+    );
+    let limited = answers
+        .iter()
+        .filter(|b| code(&b["errors"][0]) == Some("TOO_MANY_REQUESTS"))
+        .count();
+    assert!(
+        answers.iter().all(|b| b["data"].is_null()),
+        "no account was made"
+    );
+    assert!(limited >= 250, "only {limited} of 300 were rate limited");
+    // One hash per core at a time; what stays is the allocator's per-thread arenas.
+    assert!(
+        peak < before + 512 * 1024,
+        "peak RSS grew from {before} to {peak} KiB"
+    );
+    assert!(elapsed < std::time::Duration::from_secs(60), "{elapsed:?}");
+
+    // Refreshing is limited per address too (a real token from that address included, with an
+    // error that says why).
+    let refresh = "mutation($t: String!) { refreshToken(refreshToken: $t) { accessToken } }";
+    let mut refused = None;
+    for i in 0..70 {
+        let body = graphql(&url, None, refresh, json!({"t": format!("junk-{i}")})).await;
+        if code(&body["errors"][0]) == Some("TOO_MANY_REQUESTS") {
+            refused = Some(i);
+            break;
+        }
+    }
+    let refused = refused.expect("70 refreshes were never rate limited");
+    assert!((50..=65).contains(&refused), "limited after {refused}");
+    let body = graphql(&url, None, refresh, json!({"t": owner.refresh_token})).await;
+    assert_eq!(
+        code(&body["errors"][0]),
+        Some("TOO_MANY_REQUESTS"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn ee_security_an_expired_invitation_cannot_register() {
+    let server = TabbyServer::start_ee("[security]\ninvitation_expiry_days = 3\n", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let fresh = create_invitation(&server, &owner, "fresh@example.com").await;
+    let stale = create_invitation(&server, &owner, "stale@example.com").await;
+    let db = server.root().join("ee/db.sqlite");
+    let out = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg(format!(
+            "PRAGMA busy_timeout = 5000; UPDATE invitations SET created_at = DATETIME('now', '-4 days') WHERE code = '{stale}';"
+        ))
+        .output()
+        .expect("sqlite3");
+    assert!(out.status.success(), "{out:?}");
+    let register = "mutation($e: String!, $c: String) { register(email: $e, password1: \"Passw0rd!x\", password2: \"Passw0rd!x\", name: \"x\", invitationCode: $c) { accessToken } }";
+    let err = gql_err(
+        &server,
+        None,
+        register,
+        json!({"e": "stale@example.com", "c": stale}),
+    )
+    .await;
+    assert_eq!(validation_paths(&err), ["invitationCode"], "{err}");
+    assert!(error_message(&err).contains("expired"), "{err}");
+    let ok = gql_ok(
+        &server,
+        None,
+        register,
+        json!({"e": "fresh@example.com", "c": fresh}),
+    )
+    .await;
+    assert!(ok["register"]["accessToken"].is_string());
+}

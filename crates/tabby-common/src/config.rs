@@ -34,8 +34,9 @@ pub struct Config {
     pub security: SecurityConfig,
 }
 
-/// `[security]`: the allow-lists that widen what GraphQL users and the crawler may reach.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+/// `[security]`: the allow-lists that widen what GraphQL users and the crawler may reach, and
+/// the bounds on sign-in related work.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 pub struct SecurityConfig {
     /// Absolute directories under which a repository added through GraphQL may be a
     /// `file://` URL or an absolute path. Empty: only remote URLs over GraphQL (config.toml's
@@ -46,6 +47,30 @@ pub struct SecurityConfig {
     /// they resolve to loopback, private, link-local or other internal addresses.
     #[serde(default)]
     pub fetch_allowed_hosts: Vec<String>,
+    /// Operations a GraphQL batch (a JSON array of requests) may hold.
+    #[serde(default = "default_graphql_max_batch")]
+    pub graphql_max_batch: usize,
+    /// Days an invitation code can be used to register.
+    #[serde(default = "default_invitation_expiry_days")]
+    pub invitation_expiry_days: u32,
+}
+
+fn default_graphql_max_batch() -> usize {
+    10
+}
+fn default_invitation_expiry_days() -> u32 {
+    7
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        Self {
+            local_repository_roots: Vec::new(),
+            fetch_allowed_hosts: Vec::new(),
+            graphql_max_batch: default_graphql_max_batch(),
+            invitation_expiry_days: default_invitation_expiry_days(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -445,6 +470,18 @@ pub fn is_valid_ref(name: &str) -> bool {
 
 impl SecurityConfig {
     fn validate(&self) -> Result<(), (String, String)> {
+        if self.graphql_max_batch == 0 {
+            return Err((
+                "security.graphql_max_batch".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if self.invitation_expiry_days == 0 {
+            return Err((
+                "security.invitation_expiry_days".into(),
+                "must be at least 1 day".into(),
+            ));
+        }
         for (i, root) in self.local_repository_roots.iter().enumerate() {
             let key = format!("security.local_repository_roots[{i}]");
             if !root.is_absolute() {
@@ -694,7 +731,13 @@ top_level_keywords = ["fn"]
             vec![PathBuf::from("/srv/git")]
         );
         assert_eq!(c.security.fetch_allowed_hosts.len(), 2);
+        assert_eq!(c.security.graphql_max_batch, 10);
+        assert_eq!(c.security.invitation_expiry_days, 7);
         assert_eq!(parse("").unwrap().security, SecurityConfig::default());
+        let err = parse("[security]\ngraphql_max_batch = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("security.graphql_max_batch"), "{err}");
 
         let err = parse("[security]\nlocal_repository_roots = [\"srv/git\"]\n")
             .unwrap_err()

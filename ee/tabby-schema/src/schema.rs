@@ -455,7 +455,7 @@ impl Mutation {
             name,
         };
         input.validate()?;
-        ctx.locator.auth().register(input).await
+        ctx.locator.auth().register(input, ctx.client).await
     }
 
     async fn token_auth(
@@ -470,7 +470,10 @@ impl Mutation {
     }
 
     async fn refresh_token(ctx: &Context, refresh_token: String) -> Result<RefreshTokenResponse> {
-        ctx.locator.auth().refresh_token(&refresh_token).await
+        ctx.locator
+            .auth()
+            .refresh_token(&refresh_token, ctx.client)
+            .await
     }
 
     async fn verify_token(ctx: &Context, token: String) -> Result<bool> {

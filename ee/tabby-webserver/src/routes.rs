@@ -89,6 +89,26 @@ pub async fn graphql(State(server): State<Arc<Webserver>>, mut req: Request) -> 
         Ok(r) => r,
         Err(rejection) => return rejection,
     };
+    let max_batch = server.directory.security().graphql_max_batch;
+    if let juniper::http::GraphQLBatchRequest::Batch(operations) = &request
+        && operations.len() > max_batch
+    {
+        // Refused before anything runs: a batch is one request to the rate limits.
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({
+                "errors": [{
+                    "message": format!(
+                        "A GraphQL batch may hold at most {max_batch} operations; this one has {} \
+                         (see `[security] graphql_max_batch`)",
+                        operations.len()
+                    ),
+                    "extensions": {"code": "BATCH_TOO_LARGE"},
+                }]
+            })),
+        )
+            .into_response();
+    }
     let ctx = server.context(token.as_deref(), client).await;
     JuniperResponse(request.execute(&*server.schema, &ctx).await).into_response()
 }
