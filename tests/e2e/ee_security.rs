@@ -567,3 +567,98 @@ async fn ee_security_an_expired_invitation_cannot_register() {
     .await;
     assert!(ok["register"]["accessToken"].is_string());
 }
+
+// ---- 5. keep-alive after a rejection ----
+
+#[tokio::test]
+async fn ee_security_a_pooled_client_survives_401_and_429_with_a_late_body() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    // One pooled client for every request, as an editor has.
+    let pooled = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(1)
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let late_body = || {
+        let chunks = futures::stream::unfold(0, |n| async move {
+            if n == 2 {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let chunk = if n == 0 {
+                "{\"language\":\"python\","
+            } else {
+                "\"segments\":{\"prefix\":\"def \"}}"
+            };
+            Some((Ok::<_, std::io::Error>(chunk), n + 1))
+        });
+        reqwest::Body::wrap_stream(chunks)
+    };
+    for _ in 0..3 {
+        let refused = pooled
+            .post(server.url("/v1/completions"))
+            .header("authorization", "Bearer not-a-token")
+            .header("content-type", "application/json")
+            .body(late_body())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 401);
+        assert_eq!(
+            refused
+                .headers()
+                .get("connection")
+                .and_then(|v| v.to_str().ok()),
+            Some("close")
+        );
+        let _ = refused.text().await;
+        // The next request on the pool succeeds.
+        let health = pooled
+            .get(server.url("/v1/health"))
+            .header("authorization", bearer(&owner.auth_token))
+            .send()
+            .await
+            .expect("the request after a 401");
+        assert_eq!(health.status(), 200);
+    }
+    // 429: exhaust the per-user budget with late bodies, then health (exempt) still answers.
+    let mut saw_429 = false;
+    for _ in 0..300 {
+        let response = pooled
+            .post(server.url("/v1/completions"))
+            .header("authorization", bearer(&owner.auth_token))
+            .header("content-type", "application/json")
+            .body(if saw_429 {
+                late_body()
+            } else {
+                reqwest::Body::from("{}")
+            })
+            .send()
+            .await
+            .expect("a request after a 429");
+        if response.status() == 429 {
+            assert_eq!(
+                response
+                    .headers()
+                    .get("connection")
+                    .and_then(|v| v.to_str().ok()),
+                Some("close")
+            );
+            if saw_429 {
+                break;
+            }
+            saw_429 = true;
+        }
+        let _ = response.text().await;
+    }
+    assert!(saw_429, "the per-user limit was never reached");
+    let health = pooled
+        .get(server.url("/v1/health"))
+        .header("authorization", bearer(&owner.auth_token))
+        .send()
+        .await
+        .expect("the request after a 429");
+    assert_eq!(health.status(), 200);
+}

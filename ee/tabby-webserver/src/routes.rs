@@ -213,6 +213,16 @@ fn json_error(status: StatusCode, message: &str) -> Response {
     response
 }
 
+/// A refusal answered before the request's body was read: the body may still be on its way,
+/// so the connection cannot carry another request. `Connection: close` tells the client so
+/// (instead of a pooled client finding out with a broken pipe on its next request).
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 /// In front of `/v1*`: a JWT or a user auth token is required (any scheme word before it, as
 /// upstream), each user gets 120 requests a minute (health checks exempt), the request gets
 /// the server's own `x-tabby-user` (a client-sent one is dropped) and the repositories the
@@ -233,11 +243,11 @@ pub async fn require_token(
         .map(|(_, token)| token.trim().to_string())
         .filter(|t| !t.is_empty());
     let Some(token) = token else {
-        return json_error(
+        return closing(json_error(
             StatusCode::UNAUTHORIZED,
             "missing token: send `Authorization: Bearer <token>` with your auth token from \
              the web UI (or a session token)",
-        );
+        ));
     };
     let (Claims { user_id, .. }, snapshot) = match server.services.auth.authenticate(&token).await {
         Ok(found) => found,
@@ -249,10 +259,10 @@ pub async fn require_token(
             );
         }
         Err(_) => {
-            return json_error(
+            return closing(json_error(
                 StatusCode::UNAUTHORIZED,
                 "invalid token: it is unknown, expired, or its user is disabled",
-            );
+            ));
         }
     };
     let path = req.uri().path();
@@ -265,7 +275,7 @@ pub async fn require_token(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return closing(response);
     }
     let allowed = snapshot
         .policy_for(user_id)
