@@ -64,6 +64,23 @@ function scheduleRefresh() {
   refreshTimer = setTimeout(() => refreshNow().catch(() => {}), wait);
 }
 
+/// Signs out: the server revokes the refresh token, then the tokens are forgotten here (even
+/// when the server cannot be reached).
+export async function signOut() {
+  const refresh = session.refresh;
+  session.clear();
+  if (!refresh) return;
+  try {
+    await request(
+      `mutation($t: String!) { signOut(refreshToken: $t) }`,
+      { t: refresh },
+      { anonymous: true },
+    );
+  } catch {
+    // The token expires on its own.
+  }
+}
+
 /// Exchanges the refresh token for new tokens (one exchange at a time).
 export async function refreshNow() {
   if (!session.refresh) throw new Error("not signed in");

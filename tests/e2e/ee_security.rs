@@ -568,6 +568,81 @@ async fn ee_security_an_expired_invitation_cannot_register() {
     assert!(ok["register"]["accessToken"].is_string());
 }
 
+const REFRESH: &str =
+    "mutation($t: String!) { refreshToken(refreshToken: $t) { accessToken refreshToken } }";
+
+async fn refresh(server: &TabbyServer, token: &str) -> Value {
+    graphql(&server.url("/graphql"), None, REFRESH, json!({"t": token})).await
+}
+
+#[tokio::test]
+async fn ee_security_a_replayed_refresh_token_revokes_its_family_and_sign_out_revokes() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let signed_in = graphql(
+        &server.url("/graphql"),
+        None,
+        "mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { refreshToken } }",
+        json!({"e": "owner@example.com", "p": PASSWORD}),
+    )
+    .await["data"]["tokenAuth"]["refreshToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The owner refreshes; an attacker who copied the old token replays it later.
+    let stolen = owner.refresh_token.clone();
+    let current = refresh(&server, &stolen).await["data"]["refreshToken"]["refreshToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let db = server.root().join("ee/db.sqlite");
+    let out = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg("PRAGMA busy_timeout = 5000; UPDATE refresh_tokens SET used_at = DATETIME('now', '-1 minute') WHERE used_at IS NOT NULL;")
+        .output()
+        .expect("sqlite3");
+    assert!(out.status.success(), "{out:?}");
+    let replay = refresh(&server, &stolen).await;
+    assert_eq!(code(&replay["errors"][0]), Some("UNAUTHORIZED"), "{replay}");
+    assert!(
+        replay["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already used"),
+        "{replay}"
+    );
+    // The whole family is gone: the owner's current token too; the other sign-in is not.
+    let after = refresh(&server, &current).await;
+    assert_eq!(code(&after["errors"][0]), Some("UNAUTHORIZED"), "{after}");
+    let other = refresh(&server, &signed_in).await;
+    let other = other["data"]["refreshToken"]["refreshToken"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{other}"))
+        .to_string();
+
+    // Tokens are stored as digests only.
+    let dump = std::process::Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT token FROM refresh_tokens;")
+        .output()
+        .unwrap();
+    let dump = String::from_utf8_lossy(&dump.stdout);
+    assert!(!dump.contains(&other), "{dump}");
+
+    // Signing out revokes on the server.
+    let out = gql_ok(
+        &server,
+        None,
+        "mutation($t: String!) { signOut(refreshToken: $t) }",
+        json!({"t": other}),
+    )
+    .await;
+    assert_eq!(out["signOut"], true);
+    let gone = refresh(&server, &other).await;
+    assert_eq!(code(&gone["errors"][0]), Some("UNAUTHORIZED"), "{gone}");
+}
+
 // ---- 5. keep-alive after a rejection ----
 
 #[tokio::test]

@@ -230,6 +230,9 @@ pub trait AuthenticationService: Send + Sync {
         refresh_token: &str,
         client: Option<IpAddr>,
     ) -> Result<RefreshTokenResponse>;
+    /// Ends the session `refresh_token` belongs to: that token and every token rotated from
+    /// the same sign-in stop working. Unknown tokens are ignored (signing out twice is fine).
+    async fn sign_out(&self, refresh_token: &str) -> Result<()>;
     /// Checks a JWT access token (signature, expiry, active user).
     async fn verify_access_token(&self, token: &str) -> Result<Claims>;
     /// Checks a JWT access token or a user auth token.

@@ -476,6 +476,13 @@ impl Mutation {
             .await
     }
 
+    /// Signs this session out on the server: its refresh token (and every one rotated from
+    /// the same sign-in) is revoked. The refresh token is the credential; no other is needed.
+    async fn sign_out(ctx: &Context, refresh_token: String) -> Result<bool> {
+        ctx.locator.auth().sign_out(&refresh_token).await?;
+        Ok(true)
+    }
+
     async fn verify_token(ctx: &Context, token: String) -> Result<bool> {
         ctx.locator.auth().verify_access_token(&token).await?;
         Ok(true)

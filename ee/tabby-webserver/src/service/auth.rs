@@ -317,6 +317,10 @@ impl AuthenticationService for AuthServiceImpl {
                 tabby_db::DbError::NotFound { .. } => {
                     CoreError::Unauthorized("Invalid or expired refresh token")
                 }
+                tabby_db::DbError::Reused { .. } => CoreError::Unauthorized(
+                    "This refresh token was already used; the sessions it belongs to are \
+                     signed out: sign in again",
+                ),
                 other => other.into(),
             })?;
         let user = self.user_dao(new.user_id).await?;
@@ -331,6 +335,13 @@ impl AuthenticationService for AuthServiceImpl {
             refresh_token: new.token,
             refresh_expires_at: new.expires_at,
         })
+    }
+
+    async fn sign_out(&self, refresh_token: &str) -> Result<()> {
+        match self.db.delete_refresh_token(refresh_token).await {
+            Ok(()) | Err(tabby_db::DbError::NotFound { .. }) => Ok(()),
+            Err(other) => Err(other.into()),
+        }
     }
 
     async fn verify_access_token(&self, token: &str) -> Result<Claims> {
