@@ -27,6 +27,10 @@ const INSERT_TOKEN: &str = "INSERT INTO refresh_tokens (user_id, token, expires_
 // A presented token's row is matched by its digest, or (older rows) its plain value:
 // `(hashed AND token = <digest>) OR (NOT hashed AND token = <token>)`.
 
+/// The row of a presented token: id, user, family, not expired, redeemed within the grace
+/// period (`None`: not redeemed).
+type PresentedToken = (i64, i64, Option<String>, bool, Option<bool>);
+
 /// The SQLite date modifier for a new token's expiry.
 fn lifetime_modifier() -> String {
     format!("+{REFRESH_TOKEN_LIFETIME_DAYS} days")
@@ -108,7 +112,7 @@ impl DbConn {
     /// refreshing twice at once).
     pub async fn rotate_refresh_token(&self, old: &str) -> DbResult<RefreshTokenDAO> {
         let mut tx = self.begin_write().await?;
-        let found: Option<(i64, i64, Option<String>, bool, Option<bool>)> = sqlx::query_as(
+        let found: Option<PresentedToken> = sqlx::query_as(
             "SELECT id, user_id, family, expires_at > DATETIME('now'),
                         used_at > DATETIME('now', ?)
                  FROM refresh_tokens
