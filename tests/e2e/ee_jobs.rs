@@ -50,12 +50,12 @@ impl Env {
         let embedder =
             FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
         let models = tempfile::tempdir().unwrap();
-        // Repositories made by the tests live in temporary directories: allow those as
-        // local repositories over GraphQL.
+        // Repositories made by the tests live in temporary directories, and their web sites
+        // on loopback: allow both.
         let config = openai_chat_config(&chat.url(), "fake-chat")
             + &openai_embedding_config(&embedder.url(), "fake-embed")
             + &format!(
-                "\n[security]\nlocal_repository_roots = [{}]\n",
+                "\n[security]\nlocal_repository_roots = [{}]\nfetch_allowed_hosts = [\"127.0.0.1\"]\n",
                 json!(std::env::temp_dir().display().to_string())
             );
         let server = TabbyServer::start_ee(

@@ -643,6 +643,66 @@ async fn ee_security_a_replayed_refresh_token_revokes_its_family_and_sign_out_re
     assert_eq!(code(&gone["errors"][0]), Some("UNAUTHORIZED"), "{gone}");
 }
 
+// ---- 4. SSRF: the crawler reaches no internal address unless allow-listed ----
+
+#[tokio::test]
+async fn ee_security_the_crawler_refuses_internal_addresses() {
+    // A loopback "internal service" that counts the connections it gets.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let internal = listener.local_addr().unwrap();
+    let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = connections.clone();
+    let accept = tokio::spawn(async move {
+        while let Ok((_socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let server = TabbyServer::start_ee("", &[]);
+    let admin = register_owner(&server, "owner@example.com").await;
+    let a = admin.access_token.as_str();
+    for (name, url, says) in [
+        ("Internal", format!("http://{internal}/admin/"), "127.0.0.1"),
+        (
+            "Metadata",
+            "http://169.254.169.254/latest/meta-data/".to_string(),
+            "169.254.169.254",
+        ),
+        ("Private", "http://10.0.0.8/wiki/".to_string(), "10.0.0.8"),
+        (
+            "Mapped",
+            format!("http://[::ffff:127.0.0.1]:{}/x/", internal.port()),
+            "127.0.0.1",
+        ),
+        (
+            "Localhost",
+            format!("http://localhost:{}/docs/", internal.port()),
+            "fetch_allowed_hosts",
+        ),
+    ] {
+        gql_ok(
+            &server,
+            Some(a),
+            "mutation($i: CreateCustomDocumentInput!) { createCustomDocument(input: $i) }",
+            json!({"i": {"name": name, "url": url}}),
+        )
+        .await;
+        let host = url.split('/').nth(2).unwrap().to_string();
+        let run = finished_run(&server, a, "web_crawler", &host).await;
+        assert_eq!(run["exitCode"], 1, "{name}: {run}");
+        let log = job_log(&server, a, run["id"].as_str().unwrap()).await;
+        assert!(
+            log.contains(says) && log.contains("fetch_allowed_hosts"),
+            "{name}: {log}"
+        );
+    }
+    assert_eq!(
+        connections.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the internal service was reached"
+    );
+    accept.abort();
+}
+
 // ---- 5. keep-alive after a rejection ----
 
 #[tokio::test]

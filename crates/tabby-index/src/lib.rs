@@ -4,6 +4,7 @@
 pub mod code;
 pub mod crawl;
 pub mod doc;
+mod fetch_guard;
 mod git;
 mod hash_embedding;
 pub mod meta;

@@ -195,10 +195,21 @@ pub trait WebCrawler: Send + Sync {
     ) -> anyhow::Result<Vec<CrawledPage>>;
 }
 
-/// The crawler of `tabby-index` over HTTP, with its default limits.
+/// The crawler of `tabby-index` over HTTP, with its default limits, reaching only public
+/// addresses and those `[security] fetch_allowed_hosts` allows.
 #[derive(Default)]
 pub struct HttpCrawler {
     pub limits: tabby_index::crawl::CrawlLimits,
+    pub guard: tabby_index::crawl::FetchGuard,
+}
+
+impl HttpCrawler {
+    pub fn new(fetch_allowed_hosts: &[String]) -> Self {
+        Self {
+            limits: Default::default(),
+            guard: tabby_index::crawl::FetchGuard::new(fetch_allowed_hosts),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -209,8 +220,10 @@ impl WebCrawler for HttpCrawler {
         url_prefix: Option<&str>,
         log: &JobLog,
     ) -> anyhow::Result<Vec<CrawledPage>> {
-        let pages =
-            tabby_index::crawl::crawl(url, url_prefix, self.limits, &|line| log.info(line)).await?;
+        let pages = tabby_index::crawl::crawl(url, url_prefix, self.limits, &self.guard, &|line| {
+            log.info(line)
+        })
+        .await?;
         Ok(pages
             .into_iter()
             .map(|p| CrawledPage {

@@ -84,7 +84,9 @@ impl Webserver {
             directory.clone(),
             options.jobs_dir,
         ));
-        jobs.set_crawler(Arc::new(job::HttpCrawler::default()));
+        jobs.set_crawler(Arc::new(job::HttpCrawler::new(
+            &directory.security().fetch_allowed_hosts,
+        )));
         let services = Arc::new(Services {
             auth: Arc::new(service::auth::AuthServiceImpl::new(
                 db.clone(),
