@@ -66,6 +66,43 @@ pub fn sync(git_url: &str, repositories_dir: &Path) -> anyhow::Result<Repository
     Ok(RepositorySource::Git(dir))
 }
 
+/// Removes the mirrors under `repositories_dir` that belong to none of `git_urls`: repositories
+/// that were removed, and mirrors named by older versions (before names carried a digest of
+/// the canonical URL), which are cloned again under their new name. Only bare mirrors (a
+/// directory with a `HEAD`) and unfinished `.partial` clones are touched. Returns the names
+/// removed.
+pub fn remove_stale_mirrors(repositories_dir: &Path, git_urls: &[String]) -> Vec<String> {
+    let keep: std::collections::HashSet<String> = git_urls
+        .iter()
+        .filter(|url| local_path(url).is_none())
+        .map(|url| mirror_dir_name(url))
+        .collect();
+    let Ok(entries) = std::fs::read_dir(repositories_dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let owner = name.strip_suffix(".partial").unwrap_or(&name);
+        let is_mirror = path.join("HEAD").is_file() || name.ends_with(".partial");
+        if !path.is_dir() || !is_mirror || keep.contains(owner) {
+            continue;
+        }
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed.sort();
+    removed
+}
+
 /// `git` with the environment every call gets: only https, ssh and git transports (no
 /// `file`, `ext`, `fd`), and never a prompt for credentials.
 fn git_command() -> Command {
@@ -341,6 +378,28 @@ mod tests {
         assert!(!output.status.success());
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("not allowed"), "{stderr}");
+    }
+
+    #[test]
+    fn stale_mirrors_are_removed_and_current_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let current = "https://h/team/current.git";
+        let mirror = |name: &str| {
+            std::fs::create_dir_all(root.join(name)).unwrap();
+            std::fs::write(root.join(name).join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        };
+        mirror(&mirror_dir_name(current));
+        mirror("https_h_team_current"); // named by an older version
+        mirror(&mirror_dir_name("https://h/team/deleted"));
+        std::fs::create_dir_all(root.join(format!("{}.partial", mirror_dir_name("https://h/x"))))
+            .unwrap();
+        std::fs::create_dir_all(root.join("notes")).unwrap(); // not a mirror: left alone
+        let removed = remove_stale_mirrors(root, &[current.to_string(), "file:///srv/r".into()]);
+        assert_eq!(removed.len(), 3, "{removed:?}");
+        assert!(root.join(mirror_dir_name(current)).join("HEAD").exists());
+        assert!(root.join("notes").exists());
+        assert!(remove_stale_mirrors(&root.join("missing"), &[]).is_empty());
     }
 
     #[test]

@@ -11,6 +11,6 @@ pub mod meta;
 mod summary;
 
 pub use code::{CodeIndexer, EmbeddingSetup, RepositoryToIndex, document_id};
-pub use git::ref_commits;
+pub use git::{ref_commits, remove_stale_mirrors};
 pub use hash_embedding::HashEmbedding;
 pub use summary::{IndexProgress, NoProgress, RepositorySummary};

@@ -653,12 +653,20 @@ impl JobService {
     /// config or deleted, deleted web documents, deleted ingested documents.
     async fn garbage_collect(&self, log: &JobLog) -> anyhow::Result<()> {
         let deps = self.deps()?;
-        let repositories: Vec<String> = self
-            .repository_jobs()
-            .await?
-            .into_iter()
-            .map(|r| r.source_id)
-            .collect();
+        let jobs = self.repository_jobs().await?;
+        let urls: Vec<String> = jobs.iter().map(|r| r.git_url.clone()).collect();
+        let repositories_dir = deps.repositories_dir.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            tabby_index::remove_stale_mirrors(&repositories_dir, &urls)
+        })
+        .await?;
+        if !removed.is_empty() {
+            log.info(format!(
+                "removed {} mirrors of repositories that are gone (or named by an older version)",
+                removed.len()
+            ));
+        }
+        let repositories: Vec<String> = jobs.into_iter().map(|r| r.source_id).collect();
         {
             let mut indexer = CodeIndexer::open(
                 &deps.index_dir,
