@@ -1,22 +1,57 @@
 //! Password hashing with argon2id (PHC strings in `users.password_encrypted`), off the async
 //! threads because a hash takes tens of milliseconds on purpose.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, mpsc};
 
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use tokio::sync::Semaphore;
 
-/// Hashes computed at once: one per core. Each argon2id hash holds 19 MiB, so a flood of
-/// sign-ins or registrations waits here instead of exhausting memory and every blocking
-/// thread.
+/// Hashes computed at once: one per core, each on one of as many dedicated threads. Each
+/// argon2id hash holds 19 MiB, so a flood of sign-ins or registrations waits here instead of
+/// exhausting memory and the blocking threads (and the allocator keeps at most one hash's
+/// memory per hashing thread, not one per blocking thread that ever ran a hash).
 static HASHING: LazyLock<Semaphore> = LazyLock::new(|| Semaphore::new(max_concurrent_hashes()));
 
-/// Runs one argon2 computation on a blocking thread once a permit is free.
+type HashJob = Box<dyn FnOnce() + Send>;
+
+static HASHERS: LazyLock<mpsc::Sender<HashJob>> = LazyLock::new(|| {
+    let (sender, receiver) = mpsc::channel::<HashJob>();
+    let receiver = std::sync::Arc::new(Mutex::new(receiver));
+    for i in 0..max_concurrent_hashes() {
+        let receiver = receiver.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("argon2-{i}"))
+            .spawn(move || {
+                loop {
+                    let job = receiver.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                    let Ok(job) = job else {
+                        return;
+                    };
+                    // A panicking hash fails its own request only.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start a password hashing thread: {e}");
+        }
+    }
+    sender
+});
+
+/// Runs one argon2 computation on a hashing thread once a permit is free.
 async fn bounded<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> anyhow::Result<T> {
     let _permit = HASHING.acquire().await?;
-    Ok(tokio::task::spawn_blocking(work).await?)
+    let (done, result) = tokio::sync::oneshot::channel();
+    HASHERS
+        .send(Box::new(move || {
+            let _ = done.send(work());
+        }))
+        .map_err(|_| anyhow::anyhow!("the password hashing threads are gone"))?;
+    result
+        .await
+        .map_err(|_| anyhow::anyhow!("password hashing failed"))
 }
 
 /// How many hashes may run at once (the number of cores).
