@@ -117,6 +117,22 @@ impl FetchGuard {
         self.allowed_addresses(host).await.map(|_| ())
     }
 
+    /// Why `url` is refused because of where it resolves (an internal address not
+    /// allow-listed), or `None`: also `None` when it cannot be resolved now (a later fetch
+    /// checks again). For refusing a URL when a user enters it.
+    pub async fn internal_refusal(&self, url: &str) -> Option<String> {
+        let url = Url::parse(url).ok()?;
+        let host = url.host_str()?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let ips = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => self.resolver.lookup(bare).await.ok()?,
+        };
+        let first = *ips.first()?;
+        let any_allowed = ips.iter().any(|ip| self.allow.may_connect(bare, *ip));
+        (!any_allowed).then(|| refused(bare, first))
+    }
+
     /// An HTTP client that connects only to allowed addresses, follows no redirect by itself
     /// and uses no proxy.
     pub fn client(&self, builder: reqwest::ClientBuilder) -> reqwest::Result<reqwest::Client> {
@@ -210,6 +226,28 @@ mod tests {
         }
         assert!(check(&g, "file:///etc/passwd").await.is_err());
         assert!(check(&g, "http://unknown.test/").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn internal_refusals_name_the_address() {
+        let g = guard(&[]);
+        let refusal = |u: &'static str| {
+            let g = g.clone();
+            async move { g.internal_refusal(u).await }
+        };
+        assert!(
+            refusal("http://metadata.test/")
+                .await
+                .unwrap()
+                .contains("169.254.169.254")
+        );
+        assert!(refusal("http://[::1]:8080/").await.is_some());
+        assert_eq!(refusal("https://docs.example.com/").await, None);
+        assert_eq!(
+            refusal("https://unknown.test/").await,
+            None,
+            "checked again when fetched"
+        );
     }
 
     #[tokio::test]

@@ -193,6 +193,12 @@ pub trait WebCrawler: Send + Sync {
         url_prefix: Option<&str>,
         log: &JobLog,
     ) -> anyhow::Result<Vec<CrawledPage>>;
+
+    /// Why `url` may never be crawled (it resolves to an internal address that is not
+    /// allow-listed), checked when a user adds it; `None` when it may be tried.
+    async fn refusal(&self, _url: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The crawler of `tabby-index` over HTTP, with its default limits, reaching only public
@@ -232,6 +238,10 @@ impl WebCrawler for HttpCrawler {
                 text: p.text,
             })
             .collect())
+    }
+
+    async fn refusal(&self, url: &str) -> Option<String> {
+        self.guard.internal_refusal(url).await
     }
 }
 
@@ -1084,6 +1094,11 @@ mod graphql {
         }
 
         async fn create_web_document(&self, input: &CreateCustomDocumentInput) -> Result<ID> {
+            if let Some(crawler) = self.crawler.get()
+                && let Some(refusal) = crawler.refusal(input.url.trim()).await
+            {
+                return Err(CoreError::invalid("url", refusal));
+            }
             let id = self
                 .db
                 .create_web_document(input.name.trim(), input.url.trim(), false)
