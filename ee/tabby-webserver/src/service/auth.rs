@@ -258,13 +258,17 @@ impl AuthenticationService for AuthServiceImpl {
         let too_many = || {
             CoreError::TooManyRequests("Too many failed sign-in attempts; try again later".into())
         };
-        if !self.per_email.try_acquire(&email_key) {
-            return Err(too_many());
-        }
+        // The address first: a flood from one address with ever new e-mails is stopped
+        // before it fills the per-e-mail map.
         if let Some(ip) = client
             && !self.per_client.try_acquire(&ip)
         {
-            self.per_email.refund(&email_key);
+            return Err(too_many());
+        }
+        if !self.per_email.try_acquire(&email_key) {
+            if let Some(ip) = client {
+                self.per_client.refund(&ip);
+            }
             return Err(too_many());
         }
         let refund = || {
