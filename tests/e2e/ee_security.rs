@@ -102,14 +102,31 @@ async fn ee_security_git_options_and_foreign_paths_are_refused_through_graphql()
     );
 
     // A repository below the allowed root is accepted, and indexing it runs no attacker code.
-    gql_ok(
+    let id = gql_ok(
         &server,
         Some(a),
         CREATE,
         json!({"n": "inside", "u": format!("file://{}", repo.display())}),
     )
-    .await;
+    .await["createGitRepository"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(git_repository_urls(&server, a).await.len(), 1);
+    // Refs that look like options are refused on creation and on update.
+    for (query, vars) in [
+        (
+            "mutation($n: String!, $u: String!) { createGitRepository(name: $n, gitUrl: $u, refs: [\"--output=/tmp/x\"]) }",
+            json!({"n": "refs", "u": "https://git.example.invalid/r"}),
+        ),
+        (
+            "mutation($id: ID!) { updateGitRepository(id: $id, refs: [\"main\", \"-c\"]) }",
+            json!({"id": id}),
+        ),
+    ] {
+        let err = gql_err(&server, Some(a), query, vars).await;
+        assert_eq!(validation_paths(&err), ["refs"], "{err}");
+    }
     assert!(!marker.exists());
 }
 
