@@ -1,5 +1,5 @@
 // The tabby-rs web UI: a small single-page app over /graphql and /subscriptions.
-import { gql, session, signOut, subscribe, describe } from "./gql.js";
+import { gql, session, subscribe, describe } from "./gql.js";
 import { renderMarkdown, escapeHtml } from "./markdown.js";
 
 // ---- DOM helpers ----
@@ -146,7 +146,7 @@ function nav() {
       {
         type: "button",
         onclick: () => {
-          signOut();
+          session.signOut();
           me = null;
           navigate("/auth/signin");
         },

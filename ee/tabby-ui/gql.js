@@ -40,6 +40,18 @@ export const session = {
     localStorage.removeItem(REFRESH);
     clearTimeout(refreshTimer);
   },
+  /// Signs out: the server revokes the refresh token (and the session it belongs to), and
+  /// the tokens are forgotten here, even when the server cannot be reached.
+  async signOut() {
+    const refresh = this.refresh;
+    this.clear();
+    if (!refresh) return;
+    try {
+      await request(`mutation($t: String!) { signOut(refreshToken: $t) }`, { t: refresh }, { anonymous: true });
+    } catch {
+      // The token expires on its own.
+    }
+  },
   /// Seconds since epoch at which the access token expires (0 when unknown).
   expiry() {
     const token = this.access;
@@ -62,23 +74,6 @@ function scheduleRefresh() {
   if (!exp) return;
   const wait = Math.max(5_000, exp * 1000 - Date.now() - 120_000);
   refreshTimer = setTimeout(() => refreshNow().catch(() => {}), wait);
-}
-
-/// Signs out: the server revokes the refresh token, then the tokens are forgotten here (even
-/// when the server cannot be reached).
-export async function signOut() {
-  const refresh = session.refresh;
-  session.clear();
-  if (!refresh) return;
-  try {
-    await request(
-      `mutation($t: String!) { signOut(refreshToken: $t) }`,
-      { t: refresh },
-      { anonymous: true },
-    );
-  } catch {
-    // The token expires on its own.
-  }
 }
 
 /// Exchanges the refresh token for new tokens (one exchange at a time).
