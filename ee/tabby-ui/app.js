@@ -146,7 +146,7 @@ function nav() {
       {
         type: "button",
         onclick: () => {
-          session.clear();
+          session.signOut();
           me = null;
           navigate("/auth/signin");
         },

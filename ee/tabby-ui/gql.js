@@ -40,6 +40,18 @@ export const session = {
     localStorage.removeItem(REFRESH);
     clearTimeout(refreshTimer);
   },
+  /// Signs out: the server revokes the refresh token (and the session it belongs to), and
+  /// the tokens are forgotten here, even when the server cannot be reached.
+  async signOut() {
+    const refresh = this.refresh;
+    this.clear();
+    if (!refresh) return;
+    try {
+      await request(`mutation($t: String!) { signOut(refreshToken: $t) }`, { t: refresh }, { anonymous: true });
+    } catch {
+      // The token expires on its own.
+    }
+  },
   /// Seconds since epoch at which the access token expires (0 when unknown).
   expiry() {
     const token = this.access;

@@ -305,7 +305,7 @@ fn rows(f: &Fixture) -> Vec<Row> {
         row(
             "createGitRepository",
             Admin,
-            "mutation { createGitRepository(name: \"matrix\", gitUrl: \"file:///nonexistent/matrix\") }",
+            "mutation { createGitRepository(name: \"matrix\", gitUrl: \"https://git.example.invalid/matrix\") }",
             json!({}),
         ),
         row(
@@ -388,7 +388,7 @@ async fn ee_every_graphql_field_checks_its_caller() {
         gql_ok(
             &server,
             t,
-            "mutation { createGitRepository(name: \"fixture\", gitUrl: \"file:///nonexistent/fixture\") }",
+            "mutation { createGitRepository(name: \"fixture\", gitUrl: \"https://git.example.invalid/fixture\") }",
             json!({}),
         )
         .await,

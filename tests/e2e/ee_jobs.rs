@@ -50,8 +50,14 @@ impl Env {
         let embedder =
             FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
         let models = tempfile::tempdir().unwrap();
+        // Repositories made by the tests live in temporary directories, and their web sites
+        // on loopback: allow both.
         let config = openai_chat_config(&chat.url(), "fake-chat")
-            + &openai_embedding_config(&embedder.url(), "fake-embed");
+            + &openai_embedding_config(&embedder.url(), "fake-embed")
+            + &format!(
+                "\n[security]\nlocal_repository_roots = [{}]\nfetch_allowed_hosts = [\"127.0.0.1\"]\n",
+                json!(std::env::temp_dir().display().to_string())
+            );
         let server = TabbyServer::start_ee(
             &config,
             &[("TABBY_MODEL_CACHE_ROOT", models.path().to_str().unwrap())],
@@ -318,6 +324,29 @@ impl Drop for Site {
     }
 }
 
+/// Adds a web document (its crawl is enqueued at once); returns its source id.
+async fn create_web_document(env: &Env, name: &str, url: &str) -> String {
+    let id = env
+        .gql(
+            "mutation($i: CreateCustomDocumentInput!) { createCustomDocument(input: $i) }",
+            json!({"i": {"name": name, "url": url}}),
+        )
+        .await["createCustomDocument"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let docs = env
+        .gql(
+            "query($ids: [ID!]) { customWebDocuments(ids: $ids) { edges { node { sourceId } } } }",
+            json!({"ids": [id]}),
+        )
+        .await;
+    docs["customWebDocuments"]["edges"][0]["node"]["sourceId"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 fn web_command(source_id: &str, url: &str) -> String {
     format!(
         r#"{{"WebCrawler":{{"source_id":{},"url":{},"url_prefix":null}}}}"#,
@@ -526,12 +555,25 @@ async fn ee_jobs_duplicate_trigger_returns_the_pending_run() {
     )
     .await;
     // Keep the worker busy: a crawl whose requests wait until the test opens the gate.
-    let crawl = trigger(
+    let source_id = create_web_document(&env, "Held docs", &site.url("/docs/")).await;
+    site.wait_requested().await;
+    let crawl = job_runs(&env, &["web_crawler"]).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Triggering the crawl by its document's source id (whatever URL the caller adds) is the
+    // same pending run once this one is done... and while it runs, a new one.
+    let again = trigger(
         &env,
-        &web_command("custom_web_document:held", &site.url("/docs/")),
+        &web_command(&source_id, "http://169.254.169.254/latest"),
     )
     .await;
-    site.wait_requested().await;
+    assert_ne!(again, crawl);
+    assert_eq!(
+        trigger(&env, &web_command(&source_id, "http://elsewhere.invalid/")).await,
+        again,
+        "the same document's pending crawl"
+    );
     let running = job_run(&env, &crawl).await;
     assert!(
         !running["startedAt"].is_null() && running["exitCode"].is_null(),
@@ -557,12 +599,15 @@ async fn ee_jobs_duplicate_trigger_returns_the_pending_run() {
     let gc = trigger(&env, "\"IndexGarbageCollection\"").await;
     assert_ne!(gc, first);
 
-    // Commands the server does not run are refused.
+    // Commands the server does not run are refused, and so are sources that do not exist
+    // (a caller's URL is never run).
     for bad in [
         "\"SyncPagesIndex\"",
         "Daily",
         "{\"SchedulerGitRepository\": {}}",
         "",
+        &web_command("custom_web_document:held", &site.url("/docs/")),
+        &git_command("--upload-pack=touch /tmp/pwned", "git:nope"),
     ] {
         let err = gql_err(
             &env.server,
@@ -578,6 +623,13 @@ async fn ee_jobs_duplicate_trigger_returns_the_pending_run() {
     site.open();
     let crawl_run = wait_finished(&env, &crawl, Duration::from_secs(30)).await;
     assert_eq!(crawl_run["exitCode"], 0, "{crawl_run}");
+    let again_run = wait_finished(&env, &again, Duration::from_secs(30)).await;
+    assert_eq!(again_run["exitCode"], 0, "{again_run}");
+    // The crawl fetched the document's own URL only.
+    assert!(
+        run_log(&env, &again).await.contains(&site.url("/docs/")),
+        "the row's URL was crawled"
+    );
     let daily_run = wait_finished(&env, &first, Duration::from_secs(30)).await;
     assert_eq!(daily_run["exitCode"], 0, "{daily_run}");
     let gc_run = wait_finished(&env, &gc, Duration::from_secs(30)).await;
@@ -588,14 +640,14 @@ async fn ee_jobs_duplicate_trigger_returns_the_pending_run() {
         chrono::DateTime::parse_from_rfc3339(r["finishedAt"].as_str().unwrap()).unwrap()
     };
     assert!(
-        start(&daily_run) >= end(&crawl_run),
-        "{crawl_run} {daily_run}"
+        start(&daily_run) >= end(&again_run),
+        "{again_run} {daily_run}"
     );
     assert!(start(&gc_run) >= end(&daily_run), "{daily_run} {gc_run}");
     assert!(
         run_log(&env, &first)
             .await
-            .contains("enqueued 0 web crawls")
+            .contains("enqueued 1 web crawls")
     );
 
     // Once it ran, the same command makes a new run.
@@ -620,12 +672,15 @@ async fn ee_jobs_a_failing_job_notifies_admins_and_the_next_job_runs() {
     let env = Env::start().await;
     let member = invite_and_register(&env.server, &env.owner, "member@example.com").await;
     let missing = env.models.path().join("no-such-repository");
-    let failing = trigger(
+    let (_, source_id) = create_repository(&env, "missing", &missing).await;
+    let run = wait_run_of(
         &env,
-        &git_command(&format!("file://{}", missing.display()), "git:missing"),
+        "scheduler_git",
+        &format!("\"source_id\":\"{source_id}\""),
+        Duration::from_secs(30),
     )
     .await;
-    let run = wait_finished(&env, &failing, Duration::from_secs(30)).await;
+    let failing = run["id"].as_str().unwrap().to_string();
     assert_eq!(run["exitCode"], 1, "{run}");
     assert!(!run["finishedAt"].is_null());
     let text = run_log(&env, &failing).await;

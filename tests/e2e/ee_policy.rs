@@ -145,7 +145,11 @@ git_url = "file://{shop}"
 [[repositories]]
 git_url = "file://{vault}"
 
+[security]
+local_repository_roots = ["{root}"]
+
 {embedding}{params}{completion}"#,
+        root = tmp.path().display(),
         shop = shop.display(),
         vault = vault.display(),
         embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
@@ -363,7 +367,7 @@ git_url = "file://{vault}"
         &server,
         Some(a),
         create,
-        json!({"n": "ledger", "u": "file:///elsewhere/ledger"}),
+        json!({"n": "ledger", "u": "https://git.example.invalid/ledger"}),
     )
     .await;
     assert_eq!(validation_paths(&err), ["name"], "duplicate name: {err}");

@@ -126,6 +126,22 @@ impl TabbyServer {
         self.root.path()
     }
 
+    /// The running server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server stopped").id()
+    }
+
+    /// Peak resident memory of the server so far, in KiB (`VmHWM` of `/proc/<pid>/status`).
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()))
+            .expect("/proc/<pid>/status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }

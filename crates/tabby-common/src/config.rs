@@ -10,7 +10,7 @@ use std::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    git_url::{canonicalize_git_url, sanitize_git_url_to_dir_name},
+    git_url::{canonicalize_git_url, check_git_url, local_path, mirror_dir_name},
     languages::{Language, LanguageTable},
 };
 
@@ -30,6 +30,47 @@ pub struct Config {
     pub answer: AnswerConfig,
     #[serde(default)]
     pub additional_languages: Vec<Language>,
+    #[serde(default)]
+    pub security: SecurityConfig,
+}
+
+/// `[security]`: the allow-lists that widen what GraphQL users and the crawler may reach, and
+/// the bounds on sign-in related work.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct SecurityConfig {
+    /// Absolute directories under which a repository added through GraphQL may be a
+    /// `file://` URL or an absolute path. Empty: only remote URLs over GraphQL (config.toml's
+    /// own `[[repositories]]` may always be local).
+    #[serde(default)]
+    pub local_repository_roots: Vec<PathBuf>,
+    /// Hosts (names or IP addresses) and CIDR ranges the web crawler may fetch even though
+    /// they resolve to loopback, private, link-local or other internal addresses.
+    #[serde(default)]
+    pub fetch_allowed_hosts: Vec<String>,
+    /// Operations a GraphQL batch (a JSON array of requests) may hold.
+    #[serde(default = "default_graphql_max_batch")]
+    pub graphql_max_batch: usize,
+    /// Days an invitation code can be used to register.
+    #[serde(default = "default_invitation_expiry_days")]
+    pub invitation_expiry_days: u32,
+}
+
+fn default_graphql_max_batch() -> usize {
+    10
+}
+fn default_invitation_expiry_days() -> u32 {
+    7
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        Self {
+            local_repository_roots: Vec::new(),
+            fetch_allowed_hosts: Vec::new(),
+            graphql_max_batch: default_graphql_max_batch(),
+            invitation_expiry_days: default_invitation_expiry_days(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -45,15 +86,15 @@ impl RepositoryConfig {
         canonicalize_git_url(&self.git_url)
     }
 
-    /// A `file://` URL: indexed in place.
+    /// A `file://` URL or an absolute path: indexed in place.
     pub fn local_path(&self) -> Option<PathBuf> {
-        self.git_url.strip_prefix("file://").map(PathBuf::from)
+        local_path(&self.git_url)
     }
 
-    /// Where the repository's files are: the local path, or the clone directory under `repositories_dir`.
+    /// Where the repository's files are: the local path, or the mirror directory under `repositories_dir`.
     pub fn dir(&self, repositories_dir: &Path) -> PathBuf {
         self.local_path()
-            .unwrap_or_else(|| repositories_dir.join(sanitize_git_url_to_dir_name(&self.git_url)))
+            .unwrap_or_else(|| repositories_dir.join(mirror_dir_name(&self.git_url)))
     }
 }
 
@@ -438,10 +479,12 @@ impl Config {
         }
         let mut dirs: HashMap<PathBuf, usize> = HashMap::new();
         for (i, repo) in self.repositories.iter().enumerate() {
-            if repo.git_url.trim().is_empty() {
+            check_git_url(&repo.git_url)
+                .map_err(|message| (format!("repositories[{i}].git_url"), message))?;
+            if let Some(r) = repo.refs.iter().find(|r| !is_valid_ref(r)) {
                 return Err((
-                    format!("repositories[{i}].git_url"),
-                    "must not be empty".into(),
+                    format!("repositories[{i}].refs"),
+                    format!("{r:?} is not a valid git ref (empty, spaces, or begins with '-')"),
                 ));
             }
             let dir = repo.dir(Path::new(""));
@@ -463,12 +506,76 @@ impl Config {
         }
         LanguageTable::with_additional(&self.additional_languages)
             .map_err(|e| ("additional_languages".to_string(), e.to_string()))?;
+        self.security.validate()?;
         Ok(())
     }
 
     /// The languages table including `[[additional_languages]]` (validated at load).
     pub fn language_table(&self) -> LanguageTable {
         LanguageTable::with_additional(&self.additional_languages).unwrap_or_default()
+    }
+}
+
+/// A ref name we hand to git2: not empty, no whitespace or control characters, and never
+/// something an option parser could take for an option.
+pub fn is_valid_ref(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('-')
+        && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+impl SecurityConfig {
+    fn validate(&self) -> Result<(), (String, String)> {
+        if self.graphql_max_batch == 0 {
+            return Err((
+                "security.graphql_max_batch".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if self.invitation_expiry_days == 0 {
+            return Err((
+                "security.invitation_expiry_days".into(),
+                "must be at least 1 day".into(),
+            ));
+        }
+        for (i, root) in self.local_repository_roots.iter().enumerate() {
+            let key = format!("security.local_repository_roots[{i}]");
+            if !root.is_absolute() {
+                return Err((key, format!("{} must be an absolute path", root.display())));
+            }
+            if root
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err((key, format!("{} must not contain `..`", root.display())));
+            }
+        }
+        for (i, host) in self.fetch_allowed_hosts.iter().enumerate() {
+            crate::net::HostPattern::parse(host)
+                .map_err(|message| (format!("security.fetch_allowed_hosts[{i}]"), message))?;
+        }
+        Ok(())
+    }
+
+    /// Whether a repository added through GraphQL may be the local directory `path`: it must
+    /// lie below one of `local_repository_roots` once `..` and symbolic links are resolved.
+    pub fn allows_local_repository(&self, path: &Path) -> bool {
+        if path
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return false;
+        }
+        // Symbolic links are resolved where the path exists; a path that does not exist yet is
+        // judged by its components (it has no `..`).
+        let resolved = std::fs::canonicalize(path).ok();
+        self.local_repository_roots.iter().any(|root| {
+            let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+            match &resolved {
+                Some(resolved) => resolved.starts_with(&canonical_root),
+                None => path.starts_with(root) || path.starts_with(&canonical_root),
+            }
+        })
     }
 }
 
@@ -640,6 +747,91 @@ top_level_keywords = ["fn"]
         .unwrap_err()
         .to_string();
         assert!(err.contains("repositories[1].git_url"), "{err}");
+    }
+
+    #[test]
+    fn option_injection_through_config_is_refused() {
+        let err = parse("[[repositories]]\ngit_url = \"--upload-pack=touch /tmp/pwned\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("repositories[0].git_url"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+        assert!(err.contains("option"), "{err}");
+        let err = parse("[[repositories]]\ngit_url = \"ssh://-oProxyCommand=x/r\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("repositories[0].git_url"), "{err}");
+        let err =
+            parse("[[repositories]]\ngit_url = \"https://h/r\"\nrefs = [\"--output=/etc/x\"]\n")
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("repositories[0].refs"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        // Local repositories stay allowed in config.toml.
+        let c = parse("[[repositories]]\ngit_url = \"file:///srv/r\"\n[[repositories]]\ngit_url = \"/srv/s\"\n")
+            .unwrap();
+        assert_eq!(
+            c.repositories[1].local_path(),
+            Some(PathBuf::from("/srv/s"))
+        );
+    }
+
+    #[test]
+    fn security_section() {
+        let c = parse(
+            "[security]\nlocal_repository_roots = [\"/srv/git\"]\nfetch_allowed_hosts = [\"docs.internal\", \"10.1.2.0/24\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.security.local_repository_roots,
+            vec![PathBuf::from("/srv/git")]
+        );
+        assert_eq!(c.security.fetch_allowed_hosts.len(), 2);
+        assert_eq!(c.security.graphql_max_batch, 10);
+        assert_eq!(c.security.invitation_expiry_days, 7);
+        assert_eq!(parse("").unwrap().security, SecurityConfig::default());
+        let err = parse("[security]\ngraphql_max_batch = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("security.graphql_max_batch"), "{err}");
+
+        let err = parse("[security]\nlocal_repository_roots = [\"srv/git\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("security.local_repository_roots[0]"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+        let err = parse("[security]\n\nfetch_allowed_hosts = [\"10.0.0.0/99\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("security.fetch_allowed_hosts[0]"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        let err = parse("[security]\nfetch_allowed_hosts = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("security.fetch_allowed_hosts"), "{err}");
+    }
+
+    #[test]
+    fn local_repository_roots_hold_paths_below_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("git");
+        std::fs::create_dir_all(root.join("team/repo")).unwrap();
+        let security = SecurityConfig {
+            local_repository_roots: vec![root.clone()],
+            ..Default::default()
+        };
+        assert!(security.allows_local_repository(&root.join("team/repo")));
+        assert!(security.allows_local_repository(&root.join("not-yet")));
+        assert!(!security.allows_local_repository(&root.join("../outside")));
+        assert!(!security.allows_local_repository(Path::new("/etc")));
+        assert!(!security.allows_local_repository(&dir.path().join("gitx")));
+        // A symbolic link inside the root that points out of it is outside.
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("/etc", root.join("escape")).unwrap();
+            assert!(!security.allows_local_repository(&root.join("escape")));
+        }
+        assert!(!SecurityConfig::default().allows_local_repository(&root.join("team/repo")));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod config;
 pub mod git_url;
 pub mod index;
 pub mod languages;
+pub mod net;
 pub mod path;
 
 /// The header that carries the authenticated user id to services.

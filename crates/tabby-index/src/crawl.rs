@@ -5,6 +5,11 @@
 //! the URL prefix (by default the start URL's directory), up to a link depth and a page count.
 //! HTML becomes text with a tolerant tag scanner of our own: scripts, styles and other
 //! non-content elements are dropped, block elements become line breaks, entities are decoded.
+//!
+//! Every request goes through a [`FetchGuard`]: the start page and every redirect hop are
+//! checked (no loopback, private, link-local or metadata address unless allow-listed), the
+//! connection is pinned to the checked addresses, and a redirect to another host is never
+//! followed.
 
 use std::{
     collections::{HashSet, VecDeque},
@@ -13,6 +18,11 @@ use std::{
 
 use anyhow::{Context, bail};
 use url::Url;
+
+pub use crate::fetch_guard::{FetchGuard, HostResolver, SystemResolver};
+
+/// Redirect hops followed for one page.
+const MAX_REDIRECTS: usize = 10;
 
 #[derive(Clone, Copy, Debug)]
 pub struct CrawlLimits {
@@ -282,13 +292,48 @@ fn llms_full_txt(start: &Url) -> anyhow::Result<Url> {
     Ok(Url::parse(&base)?.join("llms-full.txt")?)
 }
 
+/// Whether `a` and `b` are the same host and port (a redirect may not leave it).
+fn same_host(a: &Url, b: &Url) -> bool {
+    a.host_str() == b.host_str() && a.port_or_known_default() == b.port_or_known_default()
+}
+
 async fn fetch(
     client: &reqwest::Client,
+    guard: &FetchGuard,
     url: &Url,
     limits: &CrawlLimits,
 ) -> anyhow::Result<Option<(Url, String, String)>> {
-    let response = client.get(url.clone()).send().await?;
-    let final_url = response.url().clone();
+    let mut current = url.clone();
+    let mut hops = 0;
+    let response = loop {
+        guard.check(&current).await?;
+        let response = client.get(current.clone()).send().await?;
+        if !response.status().is_redirection() {
+            break response;
+        }
+        let Some(location) = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+        else {
+            return Ok(None);
+        };
+        let next = current
+            .join(location)
+            .with_context(|| format!("{current} redirects to an invalid URL"))?;
+        if !same_host(&current, &next) {
+            bail!(
+                "it redirects to another host ({}), which is not followed",
+                next.host_str().unwrap_or_default()
+            );
+        }
+        hops += 1;
+        if hops > MAX_REDIRECTS {
+            bail!("more than {MAX_REDIRECTS} redirects");
+        }
+        current = next;
+    };
+    let final_url = current;
     if !response.status().is_success() {
         return Ok(None);
     }
@@ -315,24 +360,31 @@ async fn fetch(
     )))
 }
 
-/// Crawls `start` within `prefix` (see the module doc). `log` receives one line per page.
+/// Crawls `start` within `prefix` (see the module doc), reaching only what `guard` allows.
+/// `log` receives one line per page. A start page the guard refuses is an error that says why.
 pub async fn crawl(
     start: &str,
     prefix: Option<&str>,
     limits: CrawlLimits,
+    guard: &FetchGuard,
     log: &(dyn Fn(&str) + Send + Sync),
 ) -> anyhow::Result<Vec<Page>> {
     let start_url = Url::parse(start).with_context(|| format!("{start:?} is not a URL"))?;
     if !matches!(start_url.scheme(), "http" | "https") {
         bail!("only http(s) URLs can be crawled, not {start}");
     }
-    let client = reqwest::Client::builder()
-        .timeout(limits.request_timeout)
-        .user_agent(concat!("tabby-rs-crawler/", env!("CARGO_PKG_VERSION")))
-        .build()?;
+    guard
+        .check(&start_url)
+        .await
+        .with_context(|| format!("cannot crawl {start_url}"))?;
+    let client = guard.client(
+        reqwest::Client::builder()
+            .timeout(limits.request_timeout)
+            .user_agent(concat!("tabby-rs-crawler/", env!("CARGO_PKG_VERSION"))),
+    )?;
 
     let llms = llms_full_txt(&start_url)?;
-    if let Ok(Some((_, content_type, text))) = fetch(&client, &llms, &limits).await
+    if let Ok(Some((_, content_type, text))) = fetch(&client, guard, &llms, &limits).await
         && (content_type.starts_with("text/plain") || content_type.starts_with("text/markdown"))
         && !text.trim().is_empty()
     {
@@ -360,7 +412,7 @@ pub async fn crawl(
         if pages.len() >= limits.max_pages {
             break;
         }
-        let (base, content_type, body) = match fetch(&client, &url, &limits).await {
+        let (base, content_type, body) = match fetch(&client, guard, &url, &limits).await {
             // A redirect out of the prefix (or to another site) is not followed (the start
             // page itself is always read).
             Ok(Some(page)) if depth > 0 && !within(page.0.as_str(), &prefix) => {
@@ -373,7 +425,7 @@ pub async fn crawl(
                 continue;
             }
             Err(e) => {
-                log(&format!("cannot fetch {url}: {e}"));
+                log(&format!("cannot fetch {url}: {e:#}"));
                 continue;
             }
         };

@@ -260,17 +260,14 @@ pub struct CommitInfo {
 }
 
 /// The newest `limit` commits reachable from the repository's refs (`HEAD` when `refs` is
-/// empty), newest first, from the local copy (`file://` path or our mirror).
+/// empty), newest first, from the local copy (local path or our mirror).
 pub fn recent_commits(
     git_url: &str,
     repositories_dir: &Path,
     refs: &[String],
     limit: usize,
 ) -> anyhow::Result<Vec<CommitInfo>> {
-    let dir = match git_url.strip_prefix("file://") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => repositories_dir.join(tabby_common::git_url::sanitize_git_url_to_dir_name(git_url)),
-    };
+    let dir = crate::git::local_copy(repositories_dir, git_url);
     let repo = git2::Repository::open(&dir)
         .with_context(|| format!("cannot open git repository {}", dir.display()))?;
     let mut walk = repo.revwalk()?;

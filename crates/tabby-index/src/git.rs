@@ -8,7 +8,9 @@ use std::{
 };
 
 use anyhow::{Context, anyhow, bail};
-use tabby_common::git_url::{redact_credentials, sanitize_git_url_to_dir_name};
+use tabby_common::git_url::{
+    GIT_ALLOWED_PROTOCOLS, check_git_url, local_path, mirror_dir_name, redact_url, redact_urls_in,
+};
 
 /// Where a repository's files come from.
 pub enum RepositorySource {
@@ -18,53 +20,125 @@ pub enum RepositorySource {
     Directory(PathBuf),
 }
 
-/// Makes the repository's files available locally: a `file://` path is used in place; a remote
-/// is mirrored (cloned once, fetched afterwards) under `repositories_dir`.
+/// The mirror directory of a remote under `repositories_dir` (see
+/// [`mirror_dir_name`]: one per canonical URL, never outside `repositories_dir`).
+pub fn mirror_dir(repositories_dir: &Path, git_url: &str) -> PathBuf {
+    repositories_dir.join(mirror_dir_name(git_url))
+}
+
+/// The local copy of a repository: its own directory when local, else its mirror.
+pub fn local_copy(repositories_dir: &Path, git_url: &str) -> PathBuf {
+    local_path(git_url).unwrap_or_else(|| mirror_dir(repositories_dir, git_url))
+}
+
+/// Makes the repository's files available locally: a `file://` URL or absolute path is used
+/// in place (git2 only, never the git CLI); a remote is mirrored (cloned once, fetched
+/// afterwards) under `repositories_dir`. A URL git could read as an option is refused.
 pub fn sync(git_url: &str, repositories_dir: &Path) -> anyhow::Result<RepositorySource> {
-    if let Some(path) = git_url.strip_prefix("file://") {
-        let path = PathBuf::from(path);
+    check_git_url(git_url)
+        .map_err(|e| anyhow!("git URL {:?} refused: {e}", redact_url(git_url)))?;
+    if let Some(path) = local_path(git_url) {
         if !path.is_dir() {
-            bail!("{git_url} is not a directory");
+            bail!("{} is not a directory", path.display());
         }
         return Ok(match git2::Repository::open(&path) {
             Ok(_) => RepositorySource::Git(path),
             Err(_) => RepositorySource::Directory(path),
         });
     }
-    let dir = repositories_dir.join(sanitize_git_url_to_dir_name(git_url));
-    let redacted = redact_credentials(git_url);
+    let dir = mirror_dir(repositories_dir, git_url);
+    let redacted = redact_url(git_url);
     if dir.join("HEAD").exists() {
-        run_git(
-            Command::new("git")
-                .arg("-C")
-                .arg(&dir)
-                .args(["fetch", "--prune", "--force", git_url])
-                .arg("+refs/heads/*:refs/heads/*"),
-            &redacted,
-        )
-        .with_context(|| format!("cannot fetch {redacted}"))?;
+        run_git(&mut fetch_command(&dir, git_url), &redacted)
+            .with_context(|| format!("cannot fetch {redacted}"))?;
     } else {
         std::fs::create_dir_all(repositories_dir)
             .with_context(|| format!("cannot create {}", repositories_dir.display()))?;
-        let partial = dir.with_extension("partial");
+        let mut partial_name = dir.file_name().unwrap_or_default().to_os_string();
+        partial_name.push(".partial");
+        let partial = dir.with_file_name(partial_name);
         let _ = std::fs::remove_dir_all(&partial);
-        run_git(
-            Command::new("git")
-                .args(["clone", "--mirror", "--quiet", git_url])
-                .arg(&partial),
-            &redacted,
-        )
-        .with_context(|| format!("cannot clone {redacted}"))?;
+        run_git(&mut clone_command(git_url, &partial), &redacted)
+            .with_context(|| format!("cannot clone {redacted}"))?;
         std::fs::rename(&partial, &dir)
             .with_context(|| format!("cannot move clone into {}", dir.display()))?;
     }
     Ok(RepositorySource::Git(dir))
 }
 
-fn run_git(command: &mut Command, redacted_url: &str) -> anyhow::Result<()> {
-    let output = command
+/// Removes the mirrors under `repositories_dir` that belong to none of `git_urls`: repositories
+/// that were removed, and mirrors named by older versions (before names carried a digest of
+/// the canonical URL), which are cloned again under their new name. Only bare mirrors (a
+/// directory with a `HEAD`) and unfinished `.partial` clones are touched. Returns the names
+/// removed.
+pub fn remove_stale_mirrors(repositories_dir: &Path, git_urls: &[String]) -> Vec<String> {
+    let keep: std::collections::HashSet<String> = git_urls
+        .iter()
+        .filter(|url| local_path(url).is_none())
+        .map(|url| mirror_dir_name(url))
+        .collect();
+    let Ok(entries) = std::fs::read_dir(repositories_dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let owner = name.strip_suffix(".partial").unwrap_or(&name);
+        let is_mirror = path.join("HEAD").is_file() || name.ends_with(".partial");
+        if !path.is_dir() || !is_mirror || keep.contains(owner) {
+            continue;
+        }
+        if std::fs::remove_dir_all(&path).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed.sort();
+    removed
+}
+
+/// `git` with the environment every call gets: only https, ssh and git transports (no
+/// `file`, `ext`, `fd`), and never a prompt for credentials.
+fn git_command() -> Command {
+    let mut command = Command::new("git");
+    command
+        .env("GIT_ALLOW_PROTOCOL", GIT_ALLOWED_PROTOCOLS)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_ASKPASS", "true")
+        .args(["-c", "protocol.allow=never"]);
+    command
+}
+
+/// `git clone --mirror -- <url> <dest>`: `--` ends the options, so neither can be one.
+fn clone_command(git_url: &str, dest: &Path) -> Command {
+    let mut command = git_command();
+    command
+        .args(["clone", "--mirror", "--quiet", "--"])
+        .arg(git_url)
+        .arg(dest);
+    command
+}
+
+/// `git -C <dir> fetch --prune --force -- <url> <refspec>`.
+fn fetch_command(dir: &Path, git_url: &str) -> Command {
+    let mut command = git_command();
+    command
+        .arg("-C")
+        .arg(dir)
+        .args(["fetch", "--prune", "--force", "--"])
+        .arg(git_url)
+        .arg("+refs/heads/*:refs/heads/*");
+    command
+}
+
+fn run_git(command: &mut Command, redacted_url: &str) -> anyhow::Result<()> {
+    let output = command
         .output()
         .context("cannot run `git` (is it installed?)")?;
     if output.status.success() {
@@ -72,11 +146,7 @@ fn run_git(command: &mut Command, redacted_url: &str) -> anyhow::Result<()> {
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Never let a credential-bearing URL reach a log or an error message.
-    let cleaned: String = stderr
-        .split_whitespace()
-        .map(redact_credentials)
-        .collect::<Vec<_>>()
-        .join(" ");
+    let cleaned = redact_urls_in(&stderr.split_whitespace().collect::<Vec<_>>().join(" "));
     Err(anyhow!("git failed for {redacted_url}: {cleaned}"))
 }
 
@@ -191,7 +261,7 @@ pub fn blob_hash(bytes: &[u8]) -> anyhow::Result<git2::Oid> {
     Ok(git2::Oid::hash_object(git2::ObjectType::Blob, bytes)?)
 }
 
-/// The commit each ref of a repository points at now, from the local copy (`file://` path or
+/// The commit each ref of a repository points at now, from the local copy (local path or
 /// our mirror under `repositories_dir`); an empty `refs` means the default branch. Refs that do
 /// not resolve (or a repository not cloned yet) are left out.
 pub fn ref_commits(
@@ -199,10 +269,7 @@ pub fn ref_commits(
     repositories_dir: &Path,
     refs: &[String],
 ) -> Vec<(String, String)> {
-    let dir = match git_url.strip_prefix("file://") {
-        Some(path) => PathBuf::from(path),
-        None => repositories_dir.join(sanitize_git_url_to_dir_name(git_url)),
-    };
+    let dir = local_copy(repositories_dir, git_url);
     let Ok(repo) = git2::Repository::open(&dir) else {
         return Vec::new();
     };
@@ -227,4 +294,125 @@ pub fn ref_commits(
             Some((name, commit))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(command: &Command) -> Vec<String> {
+        command
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn env(command: &Command, key: &str) -> Option<String> {
+        command
+            .get_envs()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    #[test]
+    fn positional_arguments_follow_a_double_dash() {
+        let clone = clone_command("https://h/r", Path::new("/m/r.partial"));
+        let a = args(&clone);
+        let dd = a.iter().position(|x| x == "--").expect("`--` in clone");
+        assert_eq!(&a[dd + 1..], ["https://h/r", "/m/r.partial"]);
+        let fetch = fetch_command(Path::new("/m/r"), "https://h/r");
+        let a = args(&fetch);
+        let dd = a.iter().position(|x| x == "--").expect("`--` in fetch");
+        assert_eq!(&a[dd + 1..], ["https://h/r", "+refs/heads/*:refs/heads/*"]);
+        for command in [&clone, &fetch] {
+            assert_eq!(
+                env(command, "GIT_ALLOW_PROTOCOL").as_deref(),
+                Some("https:ssh:git")
+            );
+            assert_eq!(env(command, "GIT_TERMINAL_PROMPT").as_deref(), Some("0"));
+        }
+    }
+
+    /// An attacker's URL never reaches the git CLI: nothing is run, nothing is created.
+    #[test]
+    fn option_like_urls_are_refused_before_git_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("pwned");
+        let repositories = dir.path().join("repositories");
+        for url in [
+            format!("--upload-pack=touch {}", marker.display()),
+            format!("--upload-pack=touch${{IFS}}{}", marker.display()),
+            "ssh://-oProxyCommand=touch/repo".to_string(),
+            "ext::sh".to_string(),
+            "http://127.0.0.1:1/repo".to_string(),
+        ] {
+            let err = match sync(&url, &repositories) {
+                Ok(_) => panic!("{url:?} was synced"),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(err.contains("refused"), "{url:?}: {err}");
+        }
+        assert!(!marker.exists());
+        assert!(
+            !repositories.exists(),
+            "nothing is created for a refused URL"
+        );
+    }
+
+    /// The git CLI cannot be steered to another transport even when asked directly.
+    #[test]
+    fn git_cli_refuses_other_protocols() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("source");
+        std::fs::create_dir_all(&source).unwrap();
+        let init = Command::new("git")
+            .args(["init", "--quiet", "--bare"])
+            .arg(&source)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let url = format!("file://{}", source.display());
+        let output = clone_command(&url, &dir.path().join("copy"))
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("not allowed"), "{stderr}");
+    }
+
+    #[test]
+    fn stale_mirrors_are_removed_and_current_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let current = "https://h/team/current.git";
+        let mirror = |name: &str| {
+            std::fs::create_dir_all(root.join(name)).unwrap();
+            std::fs::write(root.join(name).join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        };
+        mirror(&mirror_dir_name(current));
+        mirror("https_h_team_current"); // named by an older version
+        mirror(&mirror_dir_name("https://h/team/deleted"));
+        std::fs::create_dir_all(root.join(format!("{}.partial", mirror_dir_name("https://h/x"))))
+            .unwrap();
+        std::fs::create_dir_all(root.join("notes")).unwrap(); // not a mirror: left alone
+        let removed = remove_stale_mirrors(root, &[current.to_string(), "file:///srv/r".into()]);
+        assert_eq!(removed.len(), 3, "{removed:?}");
+        assert!(root.join(mirror_dir_name(current)).join("HEAD").exists());
+        assert!(root.join("notes").exists());
+        assert!(remove_stale_mirrors(&root.join("missing"), &[]).is_empty());
+    }
+
+    #[test]
+    fn mirrors_stay_inside_the_repositories_dir() {
+        let root = Path::new("/tabby/repositories");
+        for url in ["https://h/..", "git@..:..", "https://h/a/../../../etc"] {
+            let dir = mirror_dir(root, url);
+            assert_eq!(dir.parent(), Some(root), "{url}");
+        }
+        assert_ne!(
+            mirror_dir(root, "https://h/a_b/c"),
+            mirror_dir(root, "https://h/a/b_c")
+        );
+        assert_eq!(local_copy(root, "file:///srv/r"), PathBuf::from("/srv/r"));
+    }
 }

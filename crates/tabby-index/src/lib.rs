@@ -4,12 +4,13 @@
 pub mod code;
 pub mod crawl;
 pub mod doc;
+mod fetch_guard;
 mod git;
 mod hash_embedding;
 pub mod meta;
 mod summary;
 
 pub use code::{CodeIndexer, EmbeddingSetup, RepositoryToIndex, document_id};
-pub use git::ref_commits;
+pub use git::{ref_commits, remove_stale_mirrors};
 pub use hash_embedding::HashEmbedding;
 pub use summary::{IndexProgress, NoProgress, RepositorySummary};

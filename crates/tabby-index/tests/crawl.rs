@@ -14,7 +14,7 @@ use axum::{
     http::{StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
-use tabby_index::crawl::{CrawlLimits, Page, crawl};
+use tabby_index::crawl::{CrawlLimits, FetchGuard, HostResolver, Page, crawl};
 
 /// One response of a test site.
 #[derive(Clone)]
@@ -112,14 +112,29 @@ fn limits(max_depth: usize, max_pages: usize) -> CrawlLimits {
     }
 }
 
+/// The test sites listen on loopback, which a crawl must be told it may reach.
+fn loopback_allowed() -> FetchGuard {
+    FetchGuard::new(&["127.0.0.1".to_string()])
+}
+
 async fn run(start: &str, prefix: Option<&str>, limits: CrawlLimits) -> (Vec<Page>, Vec<String>) {
+    run_with(start, prefix, limits, &loopback_allowed())
+        .await
+        .unwrap()
+}
+
+async fn run_with(
+    start: &str,
+    prefix: Option<&str>,
+    limits: CrawlLimits,
+    guard: &FetchGuard,
+) -> anyhow::Result<(Vec<Page>, Vec<String>)> {
     let log = Mutex::new(Vec::new());
-    let pages = crawl(start, prefix, limits, &|line: &str| {
+    let pages = crawl(start, prefix, limits, guard, &|line: &str| {
         log.lock().unwrap().push(line.to_string())
     })
-    .await
-    .unwrap();
-    (pages, log.into_inner().unwrap())
+    .await?;
+    Ok((pages, log.into_inner().unwrap()))
 }
 
 fn urls(pages: &[Page]) -> Vec<String> {
@@ -396,7 +411,9 @@ async fn bad_start_urls_are_errors() {
     let quiet = |_: &str| {};
     for url in ["not a url", "ftp://127.0.0.1/docs/", "file:///etc/passwd"] {
         assert!(
-            crawl(url, None, limits(1, 1), &quiet).await.is_err(),
+            crawl(url, None, limits(1, 1), &loopback_allowed(), &quiet)
+                .await
+                .is_err(),
             "{url}"
         );
     }
@@ -409,6 +426,7 @@ async fn bad_start_urls_are_errors() {
         &format!("http://{closed}/docs/"),
         None,
         limits(1, 10),
+        &loopback_allowed(),
         &quiet,
     )
     .await
@@ -446,4 +464,122 @@ async fn links_of_a_redirected_page_are_relative_to_where_it_led() {
         site.requests()
     );
     assert_eq!(site.count("/docs/install.html"), 0, "{:?}", site.requests());
+}
+
+// ---- SSRF: what a crawl may reach ----
+
+/// Names resolved by the test: every name of the test's own sites resolves to loopback, the
+/// others to the internal addresses an attacker would aim at.
+struct StubResolver(HashMap<String, std::net::IpAddr>);
+
+#[async_trait::async_trait]
+impl HostResolver for StubResolver {
+    async fn lookup(&self, host: &str) -> std::io::Result<Vec<std::net::IpAddr>> {
+        self.0
+            .get(host)
+            .map(|ip| vec![*ip])
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "unknown host"))
+    }
+}
+
+fn stub_guard(allowed: &[&str]) -> FetchGuard {
+    let names = [
+        ("docs.test", "127.0.0.1"),
+        ("metadata.test", "169.254.169.254"),
+        ("intranet.test", "10.0.0.7"),
+    ];
+    FetchGuard::with_resolver(
+        &allowed.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        Arc::new(StubResolver(
+            names
+                .iter()
+                .map(|(n, ip)| (n.to_string(), ip.parse().unwrap()))
+                .collect(),
+        )),
+    )
+}
+
+/// `site`'s URL for `path` under the host name `host` (it resolves to the site's loopback port).
+fn named(site: &Site, host: &str, path: &str) -> String {
+    site.url(path).replace("127.0.0.1", host)
+}
+
+#[tokio::test]
+async fn a_start_page_on_an_internal_address_is_refused_before_any_request() {
+    let site = Site::start().await;
+    site.page("/docs/", html("<title>Secret</title><p>internal only</p>"));
+    for start in [site.url("/docs/"), named(&site, "docs.test", "/docs/")] {
+        let err = run_with(&start, None, limits(1, 10), &stub_guard(&[]))
+            .await
+            .unwrap_err();
+        let message = format!("{err:#}");
+        assert!(message.contains("127.0.0.1"), "{message}");
+        assert!(message.contains("fetch_allowed_hosts"), "{message}");
+    }
+    assert!(site.requests().is_empty(), "{:?}", site.requests());
+    // Allow-listed by name or by address, the same site is crawled.
+    for allowed in ["docs.test", "127.0.0.0/8"] {
+        let (pages, _) = run_with(
+            &named(&site, "docs.test", "/docs/"),
+            None,
+            limits(1, 10),
+            &stub_guard(&[allowed]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(pages.len(), 1, "{allowed}");
+    }
+}
+
+#[tokio::test]
+async fn redirects_to_internal_addresses_or_other_hosts_are_not_followed() {
+    let site = Site::start().await;
+    let port = site.base.rsplit(':').next().unwrap().to_string();
+    site.page(
+        "/docs/",
+        html(r#"<title>Docs</title><p>start</p><a href="meta.html">m</a><a href="intra.html">i</a><a href="loop.html">l</a><a href="ok.html">ok</a>"#),
+    );
+    site.page(
+        "/docs/meta.html",
+        Reply::Redirect(format!("http://metadata.test:{port}/latest/meta-data/")),
+    );
+    site.page(
+        "/docs/intra.html",
+        Reply::Redirect(format!("http://intranet.test:{port}/docs/x.html")),
+    );
+    site.page(
+        "/docs/loop.html",
+        Reply::Redirect(format!("http://127.0.0.1:{port}/docs/ok.html")),
+    );
+    site.page("/docs/ok.html", html("<title>OK</title><p>same host</p>"));
+    site.page("/latest/meta-data/", html("<p>iam credentials</p>"));
+    site.page("/docs/x.html", html("<p>intranet page</p>"));
+
+    // The crawl runs on docs.test (allow-listed); the redirects lead to other hosts.
+    let (pages, log) = run_with(
+        &named(&site, "docs.test", "/docs/"),
+        None,
+        limits(2, 50),
+        &stub_guard(&["docs.test"]),
+    )
+    .await
+    .unwrap();
+    let got = urls(&pages);
+    assert_eq!(
+        got,
+        [
+            named(&site, "docs.test", "/docs/"),
+            named(&site, "docs.test", "/docs/ok.html")
+        ],
+        "log: {log:#?}"
+    );
+    for line in ["meta.html", "intra.html", "loop.html"] {
+        assert!(
+            log.iter()
+                .any(|l| l.contains(line) && l.contains("another host")),
+            "{line}: {log:#?}"
+        );
+    }
+    assert_eq!(site.count("/latest/meta-data/"), 0);
+    assert_eq!(site.count("/docs/x.html"), 0);
 }

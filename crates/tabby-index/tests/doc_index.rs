@@ -489,7 +489,7 @@ async fn recent_commits_of_a_real_repository() {
     // A remote repository is read from its mirror under the repositories directory (no
     // network: the URL does not resolve).
     let remote = "https://git.example.invalid/team/project.git";
-    let mirror = repos_dir.join(tabby_common::git_url::sanitize_git_url_to_dir_name(remote));
+    let mirror = repos_dir.join(tabby_common::git_url::mirror_dir_name(remote));
     std::fs::create_dir_all(&repos_dir).unwrap();
     let out = Command::new("git")
         .args(["clone", "-q", "--mirror"])

@@ -258,13 +258,58 @@ async fn configured_refs_are_indexed_without_checkout() {
     assert_eq!(head.trim(), "main", "the user's checkout did not move");
 }
 
+/// `git daemon` serving `base` on a free loopback port; killed on drop.
+struct GitDaemon {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl GitDaemon {
+    fn start(base: &Path) -> GitDaemon {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("git")
+            .arg("daemon")
+            .arg("--export-all")
+            .arg("--reuseaddr")
+            .arg("--listen=127.0.0.1")
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg(base)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "git daemon did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        GitDaemon { child, port }
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[tokio::test]
 async fn remote_repositories_are_mirrored_and_fetched() {
     let f = Fixture::new();
-    // A path (not file://) is treated like a remote: cloned into repositories/.
+    // A remote (git:// on loopback) is cloned into repositories/, then fetched.
+    let daemon = GitDaemon::start(f.repo.parent().unwrap());
+    let name = f.repo.file_name().unwrap().to_str().unwrap();
     let remote = RepositoryToIndex {
         source_id: "config:remote".into(),
-        git_url: f.repo.display().to_string(),
+        git_url: format!("git://127.0.0.1:{}/{name}", daemon.port),
         refs: vec![],
     };
     let first = f.index_with(32, &remote).await;
@@ -276,6 +321,22 @@ async fn remote_repositories_are_mirrored_and_fetched() {
     assert_eq!(
         second.files_indexed, 1,
         "fetch brought the new commit: {second}"
+    );
+}
+
+#[tokio::test]
+async fn absolute_paths_are_read_in_place_like_file_urls() {
+    let f = Fixture::new();
+    let local = RepositoryToIndex {
+        source_id: "config:local".into(),
+        git_url: f.repo.display().to_string(),
+        refs: vec![],
+    };
+    let summary = f.index_with(32, &local).await;
+    assert_eq!(summary.files_indexed, 4, "{summary}");
+    assert!(
+        !f.repos_dir.exists(),
+        "no mirror is made of a local repository"
     );
 }
 

@@ -157,6 +157,7 @@ async fn enterprise(config: &Config, fake: &FakeServer) {
         jobs_dir: paths.ee_dir().join("jobs"),
         repositories_dir: paths.repositories_dir(),
         config_repositories: vec![],
+        security: Default::default(),
         rest_rate_limit: Some(BucketSpec {
             capacity: 1e12,
             initial: 1e12,

@@ -304,6 +304,7 @@ async fn start_enterprise(
         jobs_dir: paths.ee_dir().join("jobs"),
         repositories_dir: paths.repositories_dir(),
         config_repositories,
+        security: config.security.clone(),
         rest_rate_limit: None,
     })
     .await?;

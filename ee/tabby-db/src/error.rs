@@ -21,6 +21,10 @@ pub enum DbError {
     #[error("{what} not found")]
     NotFound { what: &'static str },
 
+    /// A single-use secret presented again after it was redeemed.
+    #[error("{what} was already used")]
+    Reused { what: &'static str },
+
     /// Pagination arguments that cannot be satisfied (e.g. `first` and `last` together).
     #[error("invalid pagination: {0}")]
     InvalidPagination(&'static str),

@@ -3,24 +3,53 @@
 //! Each token is 32 random hex digits, expires [`REFRESH_TOKEN_LIFETIME_DAYS`] after it is
 //! issued and is replaced by a new one on every refresh ([`DbConn::rotate_refresh_token`]),
 //! atomically, so a token can be redeemed only once even under concurrent requests.
-//! Expiry times are computed by SQLite's clock, like every other timestamp in the schema.
+//! Only the SHA-256 digest of a token is stored (rows written before digests keep their plain
+//! value until they expire). Tokens rotated from one sign-in form a family; a redeemed token
+//! is kept (marked used) until it expires, and presenting it again revokes the family: one of
+//! the two holders is a thief. Expiry times are computed by SQLite's clock, like every other
+//! timestamp in the schema.
 
 use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
 
 use crate::{DbConn, DbError, DbResult, error::expect_one, random_hex};
 
 pub const REFRESH_TOKEN_LIFETIME_DAYS: i64 = 7;
 
-const INSERT_TOKEN: &str = "INSERT INTO refresh_tokens (user_id, token, expires_at)
-     VALUES (?, ?, DATETIME('now', ?))
+/// A token presented again this soon after it was redeemed is a client refreshing twice at
+/// once (two tabs), not theft: it is refused without revoking the family.
+const REUSE_GRACE_SECONDS: i64 = 10;
+
+const INSERT_TOKEN: &str = "INSERT INTO refresh_tokens (user_id, token, expires_at, hashed, family)
+     VALUES (?, ?, DATETIME('now', ?), TRUE, ?)
      RETURNING id, user_id, token, expires_at, created_at";
+
+// A presented token's row is matched by its digest, or (older rows) its plain value:
+// `(hashed AND token = <digest>) OR (NOT hashed AND token = <token>)`.
+
+/// The row of a presented token: id, user, family, not expired, redeemed within the grace
+/// period (`None`: not redeemed).
+type PresentedToken = (i64, i64, Option<String>, bool, Option<bool>);
 
 /// The SQLite date modifier for a new token's expiry.
 fn lifetime_modifier() -> String {
     format!("+{REFRESH_TOKEN_LIFETIME_DAYS} days")
 }
 
-/// A row of `refresh_tokens`.
+/// Tokens are hex: compared without regard to case, as the column always did.
+fn normalize(token: &str) -> String {
+    token.trim().to_ascii_lowercase()
+}
+
+fn digest(token: &str) -> String {
+    Sha256::digest(normalize(token).as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A row of `refresh_tokens`; `token` is the secret itself when just issued (the table only
+/// holds its digest).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct RefreshTokenDAO {
     pub id: i64,
@@ -36,70 +65,143 @@ impl RefreshTokenDAO {
     }
 }
 
+async fn insert(
+    executor: impl sqlx::SqliteExecutor<'_>,
+    user_id: i64,
+    family: &str,
+) -> DbResult<RefreshTokenDAO> {
+    let token = random_hex();
+    let mut dao: RefreshTokenDAO = sqlx::query_as(INSERT_TOKEN)
+        .bind(user_id)
+        .bind(digest(&token))
+        .bind(lifetime_modifier())
+        .bind(family)
+        .fetch_one(executor)
+        .await
+        .map_err(|e| DbError::from(e).missing_reference("user"))?;
+    dao.token = token;
+    Ok(dao)
+}
+
 impl DbConn {
-    /// Issues a new refresh token for `user_id`.
+    /// Issues a new refresh token for `user_id` (a sign-in: a new family).
     pub async fn create_refresh_token(&self, user_id: i64) -> DbResult<RefreshTokenDAO> {
-        sqlx::query_as(INSERT_TOKEN)
-            .bind(user_id)
-            .bind(random_hex())
-            .bind(lifetime_modifier())
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| DbError::from(e).missing_reference("user"))
+        insert(&self.pool, user_id, &random_hex()).await
     }
 
-    /// The token row, expired or not.
+    /// The live (not yet redeemed) row of a presented token, expired or not.
     pub async fn get_refresh_token(&self, token: &str) -> DbResult<Option<RefreshTokenDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, user_id, token, expires_at, created_at FROM refresh_tokens WHERE token = ?",
+        let found: Option<RefreshTokenDAO> = sqlx::query_as(
+            "SELECT id, user_id, token, expires_at, created_at FROM refresh_tokens
+             WHERE ((hashed AND token = ?) OR (NOT hashed AND token = ?)) AND used_at IS NULL",
         )
-        .bind(token)
+        .bind(digest(token))
+        .bind(normalize(token))
         .fetch_optional(&self.pool)
-        .await?)
+        .await?;
+        Ok(found.map(|dao| RefreshTokenDAO {
+            token: normalize(token),
+            ..dao
+        }))
     }
 
-    /// Redeems `old` and issues its replacement for the same user, in one transaction.
+    /// Redeems `old` and issues its replacement in the same family, in one transaction.
     /// Fails with `NotFound` if `old` does not exist or has expired (an expired token is
-    /// deleted on the way).
+    /// deleted on the way), and with `Reused` if `old` was redeemed before: then every token
+    /// of its family is deleted (unless it was redeemed within the last few seconds, a client
+    /// refreshing twice at once).
     pub async fn rotate_refresh_token(&self, old: &str) -> DbResult<RefreshTokenDAO> {
         let mut tx = self.begin_write().await?;
-        let redeemed: Option<(i64, bool)> = sqlx::query_as(
-            "DELETE FROM refresh_tokens WHERE token = ?
-             RETURNING user_id, expires_at > DATETIME('now')",
+        let found: Option<PresentedToken> = sqlx::query_as(
+            "SELECT id, user_id, family, expires_at > DATETIME('now'),
+                        used_at > DATETIME('now', ?)
+                 FROM refresh_tokens
+                 WHERE (hashed AND token = ?) OR (NOT hashed AND token = ?)",
         )
-        .bind(old)
+        .bind(format!("-{REUSE_GRACE_SECONDS} seconds"))
+        .bind(digest(old))
+        .bind(normalize(old))
         .fetch_optional(&mut *tx)
         .await?;
-        let user_id = match redeemed {
-            Some((user_id, true)) => user_id,
-            Some((_, false)) => {
-                tx.commit().await?;
-                return Err(DbError::NotFound {
-                    what: "refresh token",
-                });
-            }
-            None => {
-                return Err(DbError::NotFound {
-                    what: "refresh token",
-                });
-            }
+        let not_found = DbError::NotFound {
+            what: "refresh token",
         };
-        let new: RefreshTokenDAO = sqlx::query_as(INSERT_TOKEN)
-            .bind(user_id)
-            .bind(random_hex())
-            .bind(lifetime_modifier())
-            .fetch_one(&mut *tx)
+        let Some((id, user_id, family, live, recently_used)) = found else {
+            return Err(not_found);
+        };
+        match recently_used {
+            // Redeemed a moment ago: a double refresh, refused without revoking.
+            Some(true) => {
+                return Err(DbError::Reused {
+                    what: "refresh token",
+                });
+            }
+            Some(false) => {
+                match &family {
+                    Some(family) => {
+                        sqlx::query("DELETE FROM refresh_tokens WHERE family = ?")
+                            .bind(family)
+                            .execute(&mut *tx)
+                            .await?
+                    }
+                    None => {
+                        sqlx::query("DELETE FROM refresh_tokens WHERE id = ?")
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await?
+                    }
+                };
+                tx.commit().await?;
+                return Err(DbError::Reused {
+                    what: "refresh token",
+                });
+            }
+            None => {}
+        }
+        if !live {
+            sqlx::query("DELETE FROM refresh_tokens WHERE id = ?")
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            return Err(not_found);
+        }
+        sqlx::query("UPDATE refresh_tokens SET used_at = DATETIME('now') WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
             .await?;
+        let family = family.unwrap_or_else(random_hex);
+        let new = insert(&mut *tx, user_id, &family).await?;
         tx.commit().await?;
         Ok(new)
     }
 
+    /// Signs one session out: deletes the token's whole family (its rotated ancestors too).
     pub async fn delete_refresh_token(&self, token: &str) -> DbResult<()> {
-        let result = sqlx::query("DELETE FROM refresh_tokens WHERE token = ?")
-            .bind(token)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), "refresh token")
+        let family: Option<(i64, Option<String>)> = sqlx::query_as(
+            "SELECT id, family FROM refresh_tokens
+             WHERE ((hashed AND token = ?) OR (NOT hashed AND token = ?)) AND used_at IS NULL",
+        )
+        .bind(digest(token))
+        .bind(normalize(token))
+        .fetch_optional(&self.pool)
+        .await?;
+        let result = match family {
+            Some((_, Some(family))) => {
+                sqlx::query("DELETE FROM refresh_tokens WHERE family = ?")
+                    .bind(family)
+                    .execute(&self.pool)
+                    .await?
+            }
+            Some((id, None)) => {
+                sqlx::query("DELETE FROM refresh_tokens WHERE id = ?")
+                    .bind(id)
+                    .execute(&self.pool)
+                    .await?
+            }
+            None => return expect_one(0, "refresh token"),
+        };
+        expect_one(result.rows_affected().min(1), "refresh token")
     }
 
     /// Removes expired tokens; returns how many.
@@ -129,7 +231,7 @@ mod tests {
         sqlx::query(
             "UPDATE refresh_tokens SET expires_at = DATETIME('now', '-1 second') WHERE token = ?",
         )
-        .bind(token)
+        .bind(super::digest(token))
         .execute(&db.pool)
         .await
         .unwrap();

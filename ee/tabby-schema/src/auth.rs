@@ -208,7 +208,13 @@ impl RegisterInput {
 pub trait AuthenticationService: Send + Sync {
     /// Creates an account. The first account needs no invitation and becomes the admin and
     /// owner; later ones need the invitation code sent to their e-mail address.
-    async fn register(&self, input: RegisterInput) -> Result<RegisterResponse>;
+    /// Rate-limited per client address; an invitation expires after
+    /// `[security] invitation_expiry_days`.
+    async fn register(
+        &self,
+        input: RegisterInput,
+        client: Option<IpAddr>,
+    ) -> Result<RegisterResponse>;
     /// Signs in with e-mail and password (rate-limited per e-mail and per client address).
     async fn token_auth(
         &self,
@@ -218,7 +224,15 @@ pub trait AuthenticationService: Send + Sync {
     ) -> Result<TokenAuthResponse>;
     /// Exchanges a refresh token for a new access token and a NEW refresh token; the old one
     /// stops working.
-    async fn refresh_token(&self, refresh_token: &str) -> Result<RefreshTokenResponse>;
+    /// Rate-limited per client address.
+    async fn refresh_token(
+        &self,
+        refresh_token: &str,
+        client: Option<IpAddr>,
+    ) -> Result<RefreshTokenResponse>;
+    /// Ends the session `refresh_token` belongs to: that token and every token rotated from
+    /// the same sign-in stop working. Unknown tokens are ignored (signing out twice is fine).
+    async fn sign_out(&self, refresh_token: &str) -> Result<()>;
     /// Checks a JWT access token (signature, expiry, active user).
     async fn verify_access_token(&self, token: &str) -> Result<Claims>;
     /// Checks a JWT access token or a user auth token.

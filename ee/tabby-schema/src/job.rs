@@ -3,11 +3,15 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use juniper::{GraphQLInputObject, GraphQLObject, ID};
+use juniper::{GraphQLInputObject, GraphQLObject, ID, graphql_object};
 
-use crate::{CoreError, Result, connection, relay::RelayArgs};
+use crate::{
+    CoreError, Result, connection,
+    relay::RelayArgs,
+    schema::{Context, check_admin},
+};
 
-#[derive(Clone, Debug, GraphQLObject)]
+#[derive(Clone, Debug)]
 pub struct JobRun {
     pub id: ID,
     pub job: String,
@@ -19,11 +23,46 @@ pub struct JobRun {
     pub exit_code: Option<i32>,
     /// Deprecated (always empty): logs are at `/background-jobs/{id}/logs`.
     pub stdout: String,
-    /// The job's command (what `triggerJobRun` takes).
+    /// The job's command, credentials redacted (what `triggerJobRun` takes).
     pub command: String,
 }
 
-connection!(JobRunConnection, JobRunEdge, JobRun);
+#[graphql_object(context = Context)]
+impl JobRun {
+    fn id(&self) -> &ID {
+        &self.id
+    }
+    fn job(&self) -> &str {
+        &self.job
+    }
+    fn created_at(&self) -> DateTime<Utc> {
+        self.created_at
+    }
+    fn updated_at(&self) -> DateTime<Utc> {
+        self.updated_at
+    }
+    fn started_at(&self) -> Option<DateTime<Utc>> {
+        self.started_at
+    }
+    fn finished_at(&self) -> Option<DateTime<Utc>> {
+        self.finished_at
+    }
+    /// `null` while pending or running; 0 success, 1 failure, -1 interrupted or unreadable.
+    fn exit_code(&self) -> Option<i32> {
+        self.exit_code
+    }
+    /// Deprecated (always empty): logs are at `/background-jobs/{id}/logs`.
+    fn stdout(&self) -> &str {
+        &self.stdout
+    }
+    /// The job's command with credentials redacted (what `triggerJobRun` takes). Admin only.
+    async fn command(&self, ctx: &Context) -> Result<String> {
+        check_admin(ctx).await?;
+        Ok(self.command.clone())
+    }
+}
+
+connection!(JobRunConnection, JobRunEdge, JobRun, Context);
 
 #[derive(Clone, Debug, Default, GraphQLObject)]
 pub struct JobStats {
@@ -33,13 +72,27 @@ pub struct JobStats {
 }
 
 /// The latest run of a command (e.g. a repository's indexing job).
-#[derive(Clone, Debug, GraphQLObject)]
+#[derive(Clone, Debug)]
 pub struct JobInfo {
     pub last_job_run: Option<JobRun>,
+    /// Credentials redacted.
     pub command: String,
 }
 
+#[graphql_object(context = Context)]
+impl JobInfo {
+    fn last_job_run(&self) -> Option<&JobRun> {
+        self.last_job_run.as_ref()
+    }
+    /// The job's command with credentials redacted (what `triggerJobRun` takes). Admin only.
+    async fn command(&self, ctx: &Context) -> Result<String> {
+        check_admin(ctx).await?;
+        Ok(self.command.clone())
+    }
+}
+
 #[derive(Clone, Debug, GraphQLObject)]
+#[graphql(context = Context)]
 pub struct CustomWebDocument {
     pub id: ID,
     pub source_id: String,
@@ -53,7 +106,8 @@ pub struct CustomWebDocument {
 connection!(
     CustomDocumentConnection,
     CustomDocumentEdge,
-    CustomWebDocument
+    CustomWebDocument,
+    Context
 );
 
 #[derive(Clone, Debug, GraphQLInputObject)]

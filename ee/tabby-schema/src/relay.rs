@@ -124,13 +124,19 @@ impl RelayArgs {
 #[macro_export]
 macro_rules! connection {
     ($connection:ident, $edge:ident, $node:ty) => {
+        $crate::connection!($connection, $edge, $node, ());
+    };
+    // Nodes whose fields check the caller need the request's context.
+    ($connection:ident, $edge:ident, $node:ty, $context:ty) => {
         #[derive(Clone, Debug, juniper::GraphQLObject)]
+        #[graphql(context = $context)]
         pub struct $edge {
             pub node: $node,
             pub cursor: String,
         }
 
         #[derive(Clone, Debug, juniper::GraphQLObject)]
+        #[graphql(context = $context)]
         pub struct $connection {
             pub edges: Vec<$edge>,
             pub page_info: $crate::relay::PageInfo,

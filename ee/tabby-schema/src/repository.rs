@@ -18,17 +18,24 @@ pub struct GitReference {
 }
 
 #[derive(Clone, Debug, GraphQLObject)]
+#[graphql(context = crate::Context)]
 pub struct GitRepository {
     pub id: ID,
     pub source_id: String,
     pub name: String,
+    /// Credentials redacted.
     pub git_url: String,
     pub refs: Vec<GitReference>,
     /// The repository's indexing job and its latest run.
     pub job_info: crate::job::JobInfo,
 }
 
-connection!(GitRepositoryConnection, GitRepositoryEdge, GitRepository);
+connection!(
+    GitRepositoryConnection,
+    GitRepositoryEdge,
+    GitRepository,
+    crate::Context
+);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, GraphQLEnum)]
 pub enum RepositoryKind {
@@ -42,6 +49,7 @@ pub enum RepositoryKind {
 
 /// Any repository a user may use as context.
 #[derive(Clone, Debug, GraphQLObject)]
+#[graphql(context = crate::Context)]
 pub struct Repository {
     pub id: ID,
     pub source_id: String,
@@ -69,27 +77,12 @@ pub fn validate_repository_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// A git URL we can clone: http(s), ssh, git, file URLs, `user@host:path` or an absolute
-/// local path.
+/// A git URL we can index: https, ssh or git URLs, `user@host:path`, a `file://` URL or an
+/// absolute path (local ones are further limited to `[security] local_repository_roots` by the
+/// service). Nothing that git could read as an option.
 pub fn validate_git_url(url: &str) -> Result<()> {
-    let url = url.trim();
-    let ok = !url.is_empty()
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
-        && (["https://", "http://", "ssh://", "git://", "file://"]
-            .iter()
-            .any(|scheme| url.len() > scheme.len() && url.starts_with(scheme))
-            || url.starts_with('/')
-            || url.split_once(':').is_some_and(|(host, path)| {
-                host.contains('@') && !host.contains('/') && !path.is_empty()
-            }));
-    if ok {
-        Ok(())
-    } else {
-        Err(CoreError::invalid(
-            "gitUrl",
-            "Git URL must be an http(s), ssh, git or file URL, user@host:path or an absolute path",
-        ))
-    }
+    tabby_common::git_url::check_git_url(url)
+        .map_err(|message| CoreError::invalid("gitUrl", format!("Git URL {message}")))
 }
 
 #[async_trait]
@@ -122,7 +115,15 @@ mod tests {
         ] {
             assert!(validate_git_url(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "https://", "not a url", "relative/path", "ftp:x"] {
+        for bad in [
+            "",
+            "https://",
+            "not a url",
+            "relative/path",
+            "ftp://x/y",
+            "--upload-pack=touch /tmp/pwned",
+            "-u",
+        ] {
             assert!(validate_git_url(bad).is_err(), "{bad}");
         }
     }

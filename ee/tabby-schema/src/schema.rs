@@ -455,7 +455,7 @@ impl Mutation {
             name,
         };
         input.validate()?;
-        ctx.locator.auth().register(input).await
+        ctx.locator.auth().register(input, ctx.client).await
     }
 
     async fn token_auth(
@@ -470,7 +470,17 @@ impl Mutation {
     }
 
     async fn refresh_token(ctx: &Context, refresh_token: String) -> Result<RefreshTokenResponse> {
-        ctx.locator.auth().refresh_token(&refresh_token).await
+        ctx.locator
+            .auth()
+            .refresh_token(&refresh_token, ctx.client)
+            .await
+    }
+
+    /// Signs this session out on the server: its refresh token (and every one rotated from
+    /// the same sign-in) is revoked. The refresh token is the credential; no other is needed.
+    async fn sign_out(ctx: &Context, refresh_token: String) -> Result<bool> {
+        ctx.locator.auth().sign_out(&refresh_token).await?;
+        Ok(true)
     }
 
     async fn verify_token(ctx: &Context, token: String) -> Result<bool> {

@@ -15,7 +15,10 @@ use std::{
 };
 
 use sha2::{Digest, Sha256};
-use tabby_common::api::code::{AllowedCodeRepository, CodeRepository};
+use tabby_common::{
+    api::code::{AllowedCodeRepository, CodeRepository},
+    config::SecurityConfig,
+};
 use tabby_db::{DbConn, Pagination, RepositoryDAO};
 use tabby_schema::AccessPolicy;
 
@@ -96,15 +99,21 @@ fn token_digest(token: &str) -> [u8; 32] {
 pub struct Directory {
     db: DbConn,
     config_repositories: Vec<ConfigRepository>,
+    security: SecurityConfig,
     snapshot: RwLock<Option<Arc<Snapshot>>>,
     generation: AtomicU64,
 }
 
 impl Directory {
-    pub fn new(db: DbConn, config_repositories: Vec<ConfigRepository>) -> Self {
+    pub fn new(
+        db: DbConn,
+        config_repositories: Vec<ConfigRepository>,
+        security: SecurityConfig,
+    ) -> Self {
         Self {
             db,
             config_repositories,
+            security,
             snapshot: RwLock::new(None),
             generation: AtomicU64::new(0),
         }
@@ -112,6 +121,11 @@ impl Directory {
 
     pub fn config_repositories(&self) -> &[ConfigRepository] {
         &self.config_repositories
+    }
+
+    /// `[security]` of config.toml: the allow-lists for local repositories and fetches.
+    pub fn security(&self) -> &SecurityConfig {
+        &self.security
     }
 
     pub fn invalidate(&self) {

@@ -17,6 +17,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
+use tabby_common::git_url::{redact_url, redact_urls_in};
 use tabby_db::{DbConn, JobRunDAO, Pagination};
 use tabby_index::{
     CodeIndexer, EmbeddingSetup, IndexProgress, RepositorySummary, RepositoryToIndex,
@@ -78,12 +79,48 @@ impl BackgroundJobEvent {
         }
     }
 
+    /// The command stored in `job_runs` and shown to admins: upstream's JSON with every URL's
+    /// credentials redacted. The worker never runs a URL from a command: it looks the source
+    /// up by its id when the run starts.
     pub fn to_command(&self) -> String {
-        serde_json::to_string(self).expect("job events serialize")
+        let mut event = self.clone();
+        match &mut event {
+            BackgroundJobEvent::SchedulerGitRepository(job) => {
+                job.git_url = redact_url(&job.git_url)
+            }
+            BackgroundJobEvent::WebCrawler(job) => job.url = redact_url(&job.url),
+            _ => {}
+        }
+        serde_json::to_string(&event).expect("job events serialize")
     }
 
     pub fn from_command(command: &str) -> anyhow::Result<Self> {
-        serde_json::from_str(command).with_context(|| format!("not a job command: {command}"))
+        serde_json::from_str(command)
+            .with_context(|| format!("not a job command: {}", redact_urls_in(command)))
+    }
+}
+
+/// What `triggerJobRun` accepts: a job that carries no data, or a reference to an existing
+/// row by its source id. Any other field of the caller's JSON (a `git_url`, a `url`, refs) is
+/// skipped unread; the job is built from the row.
+#[derive(Debug, Deserialize)]
+pub enum JobRequest {
+    SchedulerGitRepository(SourceRef),
+    WebCrawler(SourceRef),
+    IndexGarbageCollection,
+    SyncIngestionIndex,
+    Hourly,
+    Daily,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SourceRef {
+    pub source_id: String,
+}
+
+impl JobRequest {
+    pub fn parse(command: &str) -> Option<JobRequest> {
+        serde_json::from_str(command).ok()
     }
 }
 
@@ -112,7 +149,9 @@ impl JobLog {
         })
     }
 
+    /// Every line is written with the credentials of its URLs redacted.
     fn write(&self, level: &str, message: &str) {
+        let message = redact_urls_in(message);
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         for line in message.lines() {
             let _ = writeln!(file, "{} [{level}]: {line}", Utc::now().to_rfc3339());
@@ -154,12 +193,29 @@ pub trait WebCrawler: Send + Sync {
         url_prefix: Option<&str>,
         log: &JobLog,
     ) -> anyhow::Result<Vec<CrawledPage>>;
+
+    /// Why `url` may never be crawled (it resolves to an internal address that is not
+    /// allow-listed), checked when a user adds it; `None` when it may be tried.
+    async fn refusal(&self, _url: &str) -> Option<String> {
+        None
+    }
 }
 
-/// The crawler of `tabby-index` over HTTP, with its default limits.
+/// The crawler of `tabby-index` over HTTP, with its default limits, reaching only public
+/// addresses and those `[security] fetch_allowed_hosts` allows.
 #[derive(Default)]
 pub struct HttpCrawler {
     pub limits: tabby_index::crawl::CrawlLimits,
+    pub guard: tabby_index::crawl::FetchGuard,
+}
+
+impl HttpCrawler {
+    pub fn new(fetch_allowed_hosts: &[String]) -> Self {
+        Self {
+            limits: Default::default(),
+            guard: tabby_index::crawl::FetchGuard::new(fetch_allowed_hosts),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -170,8 +226,10 @@ impl WebCrawler for HttpCrawler {
         url_prefix: Option<&str>,
         log: &JobLog,
     ) -> anyhow::Result<Vec<CrawledPage>> {
-        let pages =
-            tabby_index::crawl::crawl(url, url_prefix, self.limits, &|line| log.info(line)).await?;
+        let pages = tabby_index::crawl::crawl(url, url_prefix, self.limits, &self.guard, &|line| {
+            log.info(line)
+        })
+        .await?;
         Ok(pages
             .into_iter()
             .map(|p| CrawledPage {
@@ -180,6 +238,10 @@ impl WebCrawler for HttpCrawler {
                 text: p.text,
             })
             .collect())
+    }
+
+    async fn refusal(&self, url: &str) -> Option<String> {
+        self.guard.internal_refusal(url).await
     }
 }
 
@@ -234,6 +296,13 @@ impl JobService {
         Ok((id, created))
     }
 
+    fn is_config_source(&self, source_id: &str) -> bool {
+        self.directory
+            .config_repositories()
+            .iter()
+            .any(|r| r.source_id == source_id)
+    }
+
     /// Every repository (config and GraphQL) as index jobs.
     async fn repository_jobs(&self) -> anyhow::Result<Vec<CodeRepositoryJob>> {
         let snapshot = self.directory.snapshot().await?;
@@ -253,6 +322,64 @@ impl JobService {
             git_refs: r.refs.clone(),
         }));
         Ok(jobs)
+    }
+
+    /// The repository with `source_id` as it is now (URL with its credentials, current refs).
+    async fn repository_job(&self, source_id: &str) -> anyhow::Result<Option<CodeRepositoryJob>> {
+        Ok(self
+            .repository_jobs()
+            .await?
+            .into_iter()
+            .find(|r| r.source_id == source_id))
+    }
+
+    /// The crawl of the web document with `source_id`, from its row.
+    async fn web_crawler_job(&self, source_id: &str) -> anyhow::Result<Option<WebCrawlerJob>> {
+        let Some(id) = source_id
+            .strip_prefix("custom_web_document:")
+            .and_then(tabby_schema::decode_id)
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .db
+            .get_web_document(id)
+            .await?
+            .map(|dao| WebCrawlerJob {
+                source_id: web_document_source_id(dao.id),
+                url: dao.url,
+                url_prefix: None,
+            }))
+    }
+
+    /// The event a `triggerJobRun` request stands for, built from the rows it names.
+    async fn requested_event(
+        &self,
+        request: JobRequest,
+    ) -> tabby_schema::Result<BackgroundJobEvent> {
+        let unknown = |what: &str, source_id: &str| {
+            let shown: String = source_id.chars().take(100).collect();
+            tabby_schema::CoreError::invalid(
+                "command",
+                format!("No {what} has source id {shown:?}"),
+            )
+        };
+        Ok(match request {
+            JobRequest::SchedulerGitRepository(r) => BackgroundJobEvent::SchedulerGitRepository(
+                self.repository_job(&r.source_id)
+                    .await?
+                    .ok_or_else(|| unknown("repository", &r.source_id))?,
+            ),
+            JobRequest::WebCrawler(r) => BackgroundJobEvent::WebCrawler(
+                self.web_crawler_job(&r.source_id)
+                    .await?
+                    .ok_or_else(|| unknown("web document", &r.source_id))?,
+            ),
+            JobRequest::IndexGarbageCollection => BackgroundJobEvent::IndexGarbageCollection,
+            JobRequest::SyncIngestionIndex => BackgroundJobEvent::SyncIngestionIndex,
+            JobRequest::Hourly => BackgroundJobEvent::Hourly,
+            JobRequest::Daily => BackgroundJobEvent::Daily,
+        })
     }
 
     /// Enqueues indexing of every repository.
@@ -276,7 +403,12 @@ impl JobService {
                             "job run {} ({}) was interrupted by a restart: marked failed, enqueued again",
                             run.id, run.job
                         );
-                        if let Err(e) = service.db.create_job_run(&run.job, &run.command).await {
+                        // Commands of older versions may carry credentials: store the
+                        // redacted form.
+                        let command = BackgroundJobEvent::from_command(&run.command)
+                            .map(|e| e.to_command())
+                            .unwrap_or(run.command);
+                        if let Err(e) = service.db.create_job_run(&run.job, &command).await {
                             warn!("cannot re-enqueue job run {}: {e}", run.id);
                         }
                     }
@@ -386,6 +518,7 @@ impl JobService {
                 0
             }
             Some(message) => {
+                let message = redact_urls_in(&message);
                 log.warn(format!("failed: {message}"));
                 warn!("job run {} ({}) failed: {message}", run.id, run.job);
                 let content = format!(
@@ -412,9 +545,19 @@ impl JobService {
     async fn run_job(&self, event: &BackgroundJobEvent, log: &JobLog) -> anyhow::Result<()> {
         match event {
             BackgroundJobEvent::SchedulerGitRepository(job) => {
-                self.index_repository(job, log).await
+                let job = self
+                    .repository_job(&job.source_id)
+                    .await?
+                    .with_context(|| format!("repository {} no longer exists", job.source_id))?;
+                self.index_repository(&job, log).await
             }
-            BackgroundJobEvent::WebCrawler(job) => self.crawl(job, log).await,
+            BackgroundJobEvent::WebCrawler(job) => {
+                let job = self
+                    .web_crawler_job(&job.source_id)
+                    .await?
+                    .with_context(|| format!("web document {} no longer exists", job.source_id))?;
+                self.crawl(&job, log).await
+            }
             BackgroundJobEvent::IndexGarbageCollection => self.garbage_collect(log).await,
             BackgroundJobEvent::SyncIngestionIndex => self.sync_ingestion(log).await,
             BackgroundJobEvent::Hourly => self.hourly(log).await,
@@ -424,6 +567,14 @@ impl JobService {
 
     async fn index_repository(&self, job: &CodeRepositoryJob, log: &JobLog) -> anyhow::Result<()> {
         let deps = self.deps()?;
+        // The allow-list may have shrunk since the repository was added.
+        if !self.is_config_source(&job.source_id) {
+            crate::service::repository::check_local_repository(
+                self.directory.security(),
+                &job.git_url,
+            )
+            .map_err(anyhow::Error::msg)?;
+        }
         let repo = RepositoryToIndex {
             source_id: job.source_id.clone(),
             git_url: job.git_url.clone(),
@@ -512,12 +663,20 @@ impl JobService {
     /// config or deleted, deleted web documents, deleted ingested documents.
     async fn garbage_collect(&self, log: &JobLog) -> anyhow::Result<()> {
         let deps = self.deps()?;
-        let repositories: Vec<String> = self
-            .repository_jobs()
-            .await?
-            .into_iter()
-            .map(|r| r.source_id)
-            .collect();
+        let jobs = self.repository_jobs().await?;
+        let urls: Vec<String> = jobs.iter().map(|r| r.git_url.clone()).collect();
+        let repositories_dir = deps.repositories_dir.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            tabby_index::remove_stale_mirrors(&repositories_dir, &urls)
+        })
+        .await?;
+        if !removed.is_empty() {
+            log.info(format!(
+                "removed {} mirrors of repositories that are gone (or named by an older version)",
+                removed.len()
+            ));
+        }
+        let repositories: Vec<String> = jobs.into_iter().map(|r| r.source_id).collect();
         {
             let mut indexer = CodeIndexer::open(
                 &deps.index_dir,
@@ -735,6 +894,59 @@ mod tests {
     }
 
     #[test]
+    fn commands_carry_no_credentials() {
+        let git = BackgroundJobEvent::SchedulerGitRepository(CodeRepositoryJob {
+            git_url: "https://oauth2:glpat-SECRET@gitlab.example/g/r".into(),
+            source_id: "git:abc".into(),
+            git_refs: vec![],
+        });
+        let command = git.to_command();
+        assert!(!command.contains("SECRET"), "{command}");
+        assert!(
+            command.contains(r#""git_url":"https://gitlab.example/g/r""#),
+            "{command}"
+        );
+        let web = BackgroundJobEvent::WebCrawler(WebCrawlerJob {
+            source_id: "custom_web_document:x".into(),
+            url: "https://docs.example/?private_token=SECRET".into(),
+            url_prefix: None,
+        });
+        assert!(!web.to_command().contains("SECRET"), "{}", web.to_command());
+        let err = BackgroundJobEvent::from_command(r#"{"X":"https://u:SECRET@h/"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+
+    /// A caller's URL in a `triggerJobRun` command is never read: only the source id.
+    #[test]
+    fn job_requests_reference_rows() {
+        let attack = r#"{"SchedulerGitRepository":{"git_url":"--upload-pack=touch /tmp/pwned","source_id":"git:abc","git_refs":["--x"]}}"#;
+        match JobRequest::parse(attack) {
+            Some(JobRequest::SchedulerGitRepository(r)) => assert_eq!(r.source_id, "git:abc"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            JobRequest::parse(
+                r#"{"WebCrawler":{"source_id":"custom_web_document:x","url":"http://169.254.169.254/"}}"#
+            ),
+            Some(JobRequest::WebCrawler(_))
+        ));
+        assert!(matches!(
+            JobRequest::parse(r#""Daily""#),
+            Some(JobRequest::Daily)
+        ));
+        for bad in [
+            r#"{"SchedulerGitRepository":{}}"#,
+            r#""SyncPagesIndex""#,
+            "Daily",
+            "",
+        ] {
+            assert!(JobRequest::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
     fn schedules_parse() {
         for expression in [HOURLY, DAILY, INGESTION_CHECK] {
             assert!(crate::cron::Cron::parse(expression).is_ok(), "{expression}");
@@ -757,13 +969,19 @@ mod graphql {
         relay::RelayArgs,
     };
 
-    use super::{BackgroundJobEvent, JobService, WebCrawlerJob, web_document_source_id};
+    use tabby_common::git_url::redact_urls_in;
+
+    use super::{
+        BackgroundJobEvent, JobRequest, JobService, WebCrawlerJob, web_document_source_id,
+    };
 
     /// Runs of the last week count in `jobRunStats`.
     const STATS_DAYS: u32 = 7;
 
     pub fn job_run(dao: JobRunDAO) -> JobRun {
         JobRun {
+            // Rows written by older versions may still hold credentials.
+            command: redact_urls_in(&dao.command),
             id: dao.id.as_id(),
             job: dao.job,
             created_at: dao.created_at,
@@ -772,7 +990,6 @@ mod graphql {
             finished_at: dao.end_ts,
             exit_code: dao.exit_code.map(|c| c as i32),
             stdout: String::new(),
-            command: dao.command,
         }
     }
 
@@ -833,14 +1050,16 @@ mod graphql {
         }
 
         async fn trigger(&self, command: &str) -> Result<ID> {
-            let event = BackgroundJobEvent::from_command(command).map_err(|_| {
+            let request = JobRequest::parse(command).ok_or_else(|| {
                 CoreError::invalid(
                     "command",
-                    "Not a job command this server runs (e.g. \"Hourly\", \"Daily\", \
-                     \"IndexGarbageCollection\", \"SyncIngestionIndex\", or \
-                     {\"SchedulerGitRepository\": {...}})",
+                    "Not a job command this server runs: \"Hourly\", \"Daily\", \
+                     \"IndexGarbageCollection\", \"SyncIngestionIndex\", or an existing \
+                     source by id: {\"SchedulerGitRepository\": {\"source_id\": \"git:…\"}}, \
+                     {\"WebCrawler\": {\"source_id\": \"custom_web_document:…\"}}",
                 )
             })?;
+            let event = self.requested_event(request).await?;
             let (id, _) = JobService::trigger(self, &event).await?;
             Ok(id.as_id())
         }
@@ -861,7 +1080,7 @@ mod graphql {
                                 id: dao.id.as_id(),
                                 source_id: web_document_source_id(dao.id),
                                 name: dao.name,
-                                url: dao.url,
+                                url: tabby_common::git_url::redact_url(&dao.url),
                                 created_at: dao.created_at,
                                 updated_at: dao.updated_at,
                                 job_info,
@@ -875,6 +1094,11 @@ mod graphql {
         }
 
         async fn create_web_document(&self, input: &CreateCustomDocumentInput) -> Result<ID> {
+            if let Some(crawler) = self.crawler.get()
+                && let Some(refusal) = crawler.refusal(input.url.trim()).await
+            {
+                return Err(CoreError::invalid("url", refusal));
+            }
             let id = self
                 .db
                 .create_web_document(input.name.trim(), input.url.trim(), false)

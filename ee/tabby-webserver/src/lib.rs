@@ -49,6 +49,8 @@ pub struct WebserverOptions {
     /// Where mirrors of remote repositories live (to show the commit of each ref).
     pub repositories_dir: PathBuf,
     pub config_repositories: Vec<ConfigRepository>,
+    /// `[security]` of config.toml.
+    pub security: tabby_common::config::SecurityConfig,
     /// The per-user limit on `/v1*`; `None`: 120 requests a minute (bursts to 240). Benches
     /// lift it to measure the server itself.
     pub rest_rate_limit: Option<BucketSpec>,
@@ -72,13 +74,19 @@ impl Webserver {
             .with_context(|| format!("cannot open the database {}", options.db_path.display()))?;
         let jwt = Arc::new(jwt::JwtKeys::load(&db).await?);
         let rest_rate_limit = options.rest_rate_limit;
-        let directory = Arc::new(Directory::new(db.clone(), options.config_repositories));
+        let directory = Arc::new(Directory::new(
+            db.clone(),
+            options.config_repositories,
+            options.security,
+        ));
         let jobs = Arc::new(job::JobService::new(
             db.clone(),
             directory.clone(),
             options.jobs_dir,
         ));
-        jobs.set_crawler(Arc::new(job::HttpCrawler::default()));
+        jobs.set_crawler(Arc::new(job::HttpCrawler::new(
+            &directory.security().fetch_allowed_hosts,
+        )));
         let services = Arc::new(Services {
             auth: Arc::new(service::auth::AuthServiceImpl::new(
                 db.clone(),

@@ -77,6 +77,13 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
         self.with_bucket(key, |tokens| *tokens >= 1.0)
     }
 
+    /// Gives back a token taken by [`try_acquire`](Self::try_acquire) (e.g. a sign-in that
+    /// succeeded: only failures count).
+    pub fn refund(&self, key: &K) {
+        let capacity = self.spec.capacity;
+        self.with_bucket(key, |tokens| *tokens = (*tokens + 1.0).min(capacity));
+    }
+
     /// Takes a token if one is left (used to count failures).
     pub fn consume(&self, key: &K) {
         self.with_bucket(key, |tokens| *tokens = (*tokens - 1.0).max(0.0));
@@ -108,6 +115,11 @@ mod tests {
         assert!(slow.has_token(&"b"));
         slow.consume(&"b");
         assert!(!slow.has_token(&"b"));
+        slow.refund(&"b");
+        assert!(
+            slow.try_acquire(&"b"),
+            "a refunded token can be taken again"
+        );
         std::thread::sleep(Duration::from_millis(5));
         assert!(limiter.try_acquire(&"a"));
     }

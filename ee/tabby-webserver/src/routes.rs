@@ -89,6 +89,26 @@ pub async fn graphql(State(server): State<Arc<Webserver>>, mut req: Request) -> 
         Ok(r) => r,
         Err(rejection) => return rejection,
     };
+    let max_batch = server.directory.security().graphql_max_batch;
+    if let juniper::http::GraphQLBatchRequest::Batch(operations) = &request
+        && operations.len() > max_batch
+    {
+        // Refused before anything runs: a batch is one request to the rate limits.
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({
+                "errors": [{
+                    "message": format!(
+                        "A GraphQL batch may hold at most {max_batch} operations; this one has {} \
+                         (see `[security] graphql_max_batch`)",
+                        operations.len()
+                    ),
+                    "extensions": {"code": "BATCH_TOO_LARGE"},
+                }]
+            })),
+        )
+            .into_response();
+    }
     let ctx = server.context(token.as_deref(), client).await;
     JuniperResponse(request.execute(&*server.schema, &ctx).await).into_response()
 }
@@ -175,7 +195,12 @@ pub async fn job_logs(
     };
     let path = crate::job::JobLog::path(server.jobs.jobs_dir(), rowid);
     match tokio::fs::read(&path).await {
-        Ok(bytes) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response(),
+        // Logs written by older versions may hold credentials in URLs.
+        Ok(bytes) => (
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            tabby_common::git_url::redact_urls_in(&String::from_utf8_lossy(&bytes)),
+        )
+            .into_response(),
         Err(_) => json_error(StatusCode::NOT_FOUND, "no log for this job run (yet)"),
     }
 }
@@ -188,6 +213,16 @@ fn json_error(status: StatusCode, message: &str) -> Response {
             HeaderValue::from_static("Bearer realm=\"tabby\""),
         );
     }
+    response
+}
+
+/// A refusal answered before the request's body was read: the body may still be on its way,
+/// so the connection cannot carry another request. `Connection: close` tells the client so
+/// (instead of a pooled client finding out with a broken pipe on its next request).
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
     response
 }
 
@@ -211,11 +246,11 @@ pub async fn require_token(
         .map(|(_, token)| token.trim().to_string())
         .filter(|t| !t.is_empty());
     let Some(token) = token else {
-        return json_error(
+        return closing(json_error(
             StatusCode::UNAUTHORIZED,
             "missing token: send `Authorization: Bearer <token>` with your auth token from \
              the web UI (or a session token)",
-        );
+        ));
     };
     let (Claims { user_id, .. }, snapshot) = match server.services.auth.authenticate(&token).await {
         Ok(found) => found,
@@ -227,10 +262,10 @@ pub async fn require_token(
             );
         }
         Err(_) => {
-            return json_error(
+            return closing(json_error(
                 StatusCode::UNAUTHORIZED,
                 "invalid token: it is unknown, expired, or its user is disabled",
-            );
+            ));
         }
     };
     let path = req.uri().path();
@@ -243,7 +278,7 @@ pub async fn require_token(
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
+        return closing(response);
     }
     let allowed = snapshot
         .policy_for(user_id)

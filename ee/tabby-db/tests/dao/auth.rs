@@ -131,8 +131,16 @@ async fn refresh_tokens_expire_in_seven_days_and_rotate_once() {
     assert_ne!(rotated.token, token.token);
     assert!(rotated.expires_at >= token.expires_at);
     assert_eq!(db.get_refresh_token(&token.token).await.unwrap(), None);
+    // Presented again at once (a double refresh): refused, the family stays.
     assert!(matches!(
         db.rotate_refresh_token(&token.token).await,
+        Err(DbError::Reused {
+            what: "refresh token"
+        })
+    ));
+    assert!(matches!(
+        db.rotate_refresh_token("0123456789abcdef0123456789abcdef")
+            .await,
         Err(DbError::NotFound {
             what: "refresh token"
         })
@@ -169,11 +177,65 @@ async fn concurrent_rotations_of_one_token_let_only_one_through() {
     for attempt in attempts {
         match attempt.await.unwrap() {
             Ok(_) => successes += 1,
-            Err(DbError::NotFound { .. }) => {}
+            Err(DbError::Reused { .. }) => {}
             Err(other) => panic!("{other:?}"),
         }
     }
     assert_eq!(successes, 1);
+    db.close().await;
+}
+
+/// Only the digest of a token is stored.
+#[tokio::test]
+async fn refresh_tokens_are_stored_as_digests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let db = tabby_db::DbConn::open(&path).await.unwrap();
+    let id = user(&db, "a@example.com").await;
+    let token = db.create_refresh_token(id).await.unwrap().token;
+    let rotated = db.rotate_refresh_token(&token).await.unwrap().token;
+    db.close().await;
+    let bytes = std::fs::read(&path).unwrap();
+    let wal = std::fs::read(dir.path().join("db.sqlite-wal")).unwrap_or_default();
+    for secret in [&token, &rotated] {
+        let needle = secret.as_bytes();
+        for file in [&bytes, &wal] {
+            assert!(
+                !file.windows(needle.len()).any(|w| w == needle),
+                "a refresh token is stored in plain text"
+            );
+        }
+    }
+}
+
+/// A rotated token presented again after the grace period is theft: the whole family (the
+/// thief's and the owner's current token) is revoked; other sign-ins are not.
+#[tokio::test]
+async fn reusing_a_rotated_token_revokes_its_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let db = tabby_db::DbConn::open(&path).await.unwrap();
+    let id = user(&db, "a@example.com").await;
+    let stolen = db.create_refresh_token(id).await.unwrap().token;
+    let other_device = db.create_refresh_token(id).await.unwrap().token;
+    let current = db.rotate_refresh_token(&stolen).await.unwrap().token;
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("UPDATE refresh_tokens SET used_at = DATETIME('now', '-1 minute') WHERE used_at IS NOT NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert!(matches!(
+        db.rotate_refresh_token(&stolen).await,
+        Err(DbError::Reused { .. })
+    ));
+    assert!(matches!(
+        db.rotate_refresh_token(&current).await,
+        Err(DbError::NotFound { .. })
+    ));
+    assert!(db.rotate_refresh_token(&other_device).await.is_ok());
     db.close().await;
 }
 

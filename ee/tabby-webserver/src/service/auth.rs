@@ -34,12 +34,27 @@ const LOGIN_PER_CLIENT: BucketSpec = BucketSpec {
     per_second: 1.0 / 6.0,
 };
 
+/// Registrations per client address: a burst of 20, then one every 3 s.
+const REGISTER_PER_CLIENT: BucketSpec = BucketSpec {
+    capacity: 20.0,
+    initial: 20.0,
+    per_second: 1.0 / 3.0,
+};
+/// Token refreshes per client address: a burst of 60, then one a second.
+const REFRESH_PER_CLIENT: BucketSpec = BucketSpec {
+    capacity: 60.0,
+    initial: 60.0,
+    per_second: 1.0,
+};
+
 pub struct AuthServiceImpl {
     db: DbConn,
     jwt: Arc<JwtKeys>,
     directory: Arc<Directory>,
     per_email: RateLimiter<String>,
     per_client: RateLimiter<IpAddr>,
+    register_per_client: RateLimiter<IpAddr>,
+    refresh_per_client: RateLimiter<IpAddr>,
     /// A hash to verify against when the e-mail is unknown, so both cases take as long.
     dummy_hash: tokio::sync::OnceCell<String>,
 }
@@ -104,6 +119,8 @@ impl AuthServiceImpl {
             directory,
             per_email: RateLimiter::new(LOGIN_PER_EMAIL),
             per_client: RateLimiter::new(LOGIN_PER_CLIENT),
+            register_per_client: RateLimiter::new(REGISTER_PER_CLIENT),
+            refresh_per_client: RateLimiter::new(REFRESH_PER_CLIENT),
             dummy_hash: tokio::sync::OnceCell::new(),
         }
     }
@@ -137,10 +154,22 @@ impl AuthServiceImpl {
 
 #[async_trait]
 impl AuthenticationService for AuthServiceImpl {
-    async fn register(&self, input: RegisterInput) -> Result<RegisterResponse> {
-        let hash = password::hash(&input.password1).await?;
-        let name = Some(input.name.trim());
-        let user_id = match input.invitation_code.as_deref().filter(|c| !c.is_empty()) {
+    async fn register(
+        &self,
+        input: RegisterInput,
+        client: Option<IpAddr>,
+    ) -> Result<RegisterResponse> {
+        if client.is_some_and(|ip| !self.register_per_client.try_acquire(&ip)) {
+            return Err(CoreError::TooManyRequests(
+                "Too many registrations from this address; try again later".into(),
+            ));
+        }
+        // Decide whether the account may exist before spending a password hash on it.
+        enum Kind {
+            Invited(i64),
+            OwnerOrSelfSignup,
+        }
+        let kind = match input.invitation_code.as_deref().filter(|c| !c.is_empty()) {
             Some(code) => {
                 let invitation = self
                     .db
@@ -150,17 +179,47 @@ impl AuthenticationService for AuthServiceImpl {
                     .ok_or_else(|| {
                         CoreError::invalid("invitationCode", "Invitation code is not valid")
                     })?;
+                let days = self.directory.security().invitation_expiry_days;
+                if invitation.created_at + chrono::Duration::days(i64::from(days))
+                    <= chrono::Utc::now()
+                {
+                    return Err(CoreError::invalid(
+                        "invitationCode",
+                        format!(
+                            "Invitation code has expired (invitations are valid for {days} days); \
+                             ask an admin for a new one"
+                        ),
+                    ));
+                }
+                Kind::Invited(invitation.id)
+            }
+            None => {
+                if self.db.get_user(OWNER_USER_ID).await?.is_some()
+                    && !self.may_self_signup(&input.email).await?
+                {
+                    return Err(CoreError::invalid(
+                        "invitationCode",
+                        "An invitation code is required to register",
+                    ));
+                }
+                Kind::OwnerOrSelfSignup
+            }
+        };
+        let hash = password::hash(&input.password1).await?;
+        let name = Some(input.name.trim());
+        let user_id = match kind {
+            Kind::Invited(invitation_id) => {
                 self.db
                     .create_user_with_invitation(
                         &input.email,
                         Some(&hash),
                         false,
                         name,
-                        invitation.id,
+                        invitation_id,
                     )
                     .await?
             }
-            None => match self
+            Kind::OwnerOrSelfSignup => match self
                 .db
                 .create_owner(&input.email, Some(&hash), name)
                 .await?
@@ -194,13 +253,30 @@ impl AuthenticationService for AuthServiceImpl {
         client: Option<IpAddr>,
     ) -> Result<TokenAuthResponse> {
         let email_key = email.trim().to_lowercase();
-        let limited = !self.per_email.has_token(&email_key)
-            || client.is_some_and(|ip| !self.per_client.has_token(&ip));
-        if limited {
-            return Err(CoreError::TooManyRequests(
-                "Too many failed sign-in attempts; try again later".into(),
-            ));
+        // Charged before the password is checked (and refunded on success), so concurrent
+        // attempts cannot all pass the check before any failure is counted.
+        let too_many = || {
+            CoreError::TooManyRequests("Too many failed sign-in attempts; try again later".into())
+        };
+        // The address first: a flood from one address with ever new e-mails is stopped
+        // before it fills the per-e-mail map.
+        if let Some(ip) = client
+            && !self.per_client.try_acquire(&ip)
+        {
+            return Err(too_many());
         }
+        if !self.per_email.try_acquire(&email_key) {
+            if let Some(ip) = client {
+                self.per_client.refund(&ip);
+            }
+            return Err(too_many());
+        }
+        let refund = || {
+            self.per_email.refund(&email_key);
+            if let Some(ip) = client {
+                self.per_client.refund(&ip);
+            }
+        };
         let user = self.db.get_user_by_email(email.trim()).await?;
         let hash = match user.as_ref().and_then(|u| u.password_encrypted.clone()) {
             Some(hash) => hash,
@@ -212,14 +288,11 @@ impl AuthenticationService for AuthServiceImpl {
         };
         let matches = password::verify(password, &hash).await;
         let Some(user) = user.filter(|u| matches && u.password_encrypted.is_some()) else {
-            self.per_email.consume(&email_key);
-            if let Some(ip) = client {
-                self.per_client.consume(&ip);
-            }
             return Err(CoreError::Rejected(
                 "Invalid email address or password".into(),
             ));
         };
+        refund();
         if !user.active {
             return Err(CoreError::Rejected("User is disabled".into()));
         }
@@ -230,7 +303,16 @@ impl AuthenticationService for AuthServiceImpl {
         })
     }
 
-    async fn refresh_token(&self, refresh_token: &str) -> Result<RefreshTokenResponse> {
+    async fn refresh_token(
+        &self,
+        refresh_token: &str,
+        client: Option<IpAddr>,
+    ) -> Result<RefreshTokenResponse> {
+        if client.is_some_and(|ip| !self.refresh_per_client.try_acquire(&ip)) {
+            return Err(CoreError::TooManyRequests(
+                "Too many token refreshes from this address; try again later".into(),
+            ));
+        }
         let new = self
             .db
             .rotate_refresh_token(refresh_token)
@@ -239,6 +321,10 @@ impl AuthenticationService for AuthServiceImpl {
                 tabby_db::DbError::NotFound { .. } => {
                     CoreError::Unauthorized("Invalid or expired refresh token")
                 }
+                tabby_db::DbError::Reused { .. } => CoreError::Unauthorized(
+                    "This refresh token was already used; the sessions it belongs to are \
+                     signed out: sign in again",
+                ),
                 other => other.into(),
             })?;
         let user = self.user_dao(new.user_id).await?;
@@ -253,6 +339,13 @@ impl AuthenticationService for AuthServiceImpl {
             refresh_token: new.token,
             refresh_expires_at: new.expires_at,
         })
+    }
+
+    async fn sign_out(&self, refresh_token: &str) -> Result<()> {
+        match self.db.delete_refresh_token(refresh_token).await {
+            Ok(()) | Err(tabby_db::DbError::NotFound { .. }) => Ok(()),
+            Err(other) => Err(other.into()),
+        }
     }
 
     async fn verify_access_token(&self, token: &str) -> Result<Claims> {

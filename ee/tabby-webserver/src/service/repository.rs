@@ -5,7 +5,10 @@ use std::{path::PathBuf, sync::Arc};
 
 use async_trait::async_trait;
 use juniper::ID;
-use tabby_common::git_url::GitUrl;
+use tabby_common::{
+    config::SecurityConfig,
+    git_url::{GitUrl, local_path, redact_url},
+};
 use tabby_db::{DbConn, DbError, RepositoryDAO};
 use tabby_schema::{
     AccessPolicy, AsID, CoreError, Result,
@@ -99,7 +102,7 @@ impl RepositoryServiceImpl {
             source_id: git_source_id(dao.id),
             refs: self.references(&dao.git_url, &dao.refs),
             name: dao.name,
-            git_url: dao.git_url,
+            git_url: redact_url(&dao.git_url),
             job_info,
         })
     }
@@ -117,6 +120,32 @@ impl RepositoryServiceImpl {
         self.jobs.trigger(&event).await?;
         Ok(())
     }
+}
+
+/// A repository added through GraphQL may be local only below `[security]
+/// local_repository_roots` (config.toml's own entries may be anywhere).
+pub fn check_local_repository(security: &SecurityConfig, git_url: &str) -> Result<(), String> {
+    let Some(path) = local_path(git_url) else {
+        return Ok(());
+    };
+    if security.allows_local_repository(&path) {
+        return Ok(());
+    }
+    let roots = if security.local_repository_roots.is_empty() {
+        "none are configured".to_string()
+    } else {
+        security
+            .local_repository_roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(format!(
+        "Local repository {} is not below a directory of `[security] local_repository_roots` \
+         in config.toml ({roots}); add a root there or use a remote URL",
+        path.display()
+    ))
 }
 
 fn db_error(e: DbError) -> CoreError {
@@ -150,6 +179,8 @@ impl RepositoryService for RepositoryServiceImpl {
 
     async fn create_git(&self, name: &str, git_url: &str, refs: Vec<String>) -> Result<ID> {
         let refs = normalize_refs(refs)?;
+        check_local_repository(self.directory.security(), git_url)
+            .map_err(|message| CoreError::invalid("gitUrl", message))?;
         if self
             .directory
             .config_repositories()
@@ -200,7 +231,7 @@ impl RepositoryService for RepositoryServiceImpl {
                 source_name: repo.name.clone(),
                 name: repo.name.clone(),
                 kind: RepositoryKind::GitConfig,
-                git_url: repo.canonical_git_url.clone(),
+                git_url: redact_url(&repo.canonical_git_url),
                 refs: self.references(&repo.git_url, &repo.refs),
                 job_info: self
                     .jobs
@@ -226,7 +257,7 @@ impl RepositoryService for RepositoryServiceImpl {
                 source_name: dao.name.clone(),
                 name: dao.name.clone(),
                 kind: RepositoryKind::Git,
-                git_url: tabby_common::git_url::canonicalize_git_url(&dao.git_url),
+                git_url: redact_url(&tabby_common::git_url::canonicalize_git_url(&dao.git_url)),
                 refs: self.references(&dao.git_url, &dao.refs),
                 job_info: self.jobs.job_info(&Self::index_event(dao)).await?,
             });
