@@ -84,6 +84,48 @@ async fn metrics_count_requests_by_route() {
     );
 }
 
+/// A scanner sending made-up methods and paths adds no series: they fold into `other` and
+/// `unmatched`.
+#[tokio::test]
+async fn metrics_series_stay_bounded_under_unknown_methods_and_paths() {
+    let server = TabbyServer::start("");
+    let client = client();
+    for i in 0..40 {
+        let method = reqwest::Method::from_bytes(format!("SCAN{i}").as_bytes()).unwrap();
+        let response = client
+            .request(method, server.url(&format!("/metrics/x{i}")))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_client_error(), "{}", response.status());
+        let response = client
+            .request(
+                reqwest::Method::from_bytes(b"SCAN").unwrap(),
+                server.url("/metrics"),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_client_error(), "{}", response.status());
+    }
+    let text = client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains("SCAN"), "{text}");
+    assert!(!text.contains("/metrics/x"), "{text}");
+    assert!(text.contains(r#"method="other""#), "{text}");
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("http_requests_total{"))
+        .count();
+    assert!(series <= 4, "{series} series:\n{text}");
+}
+
 #[tokio::test]
 async fn openapi_document_describes_every_route() {
     let server = TabbyServer::start("");

@@ -88,10 +88,22 @@ impl Metrics {
     }
 }
 
-/// Middleware recording every request. Unmatched paths are grouped as `unmatched` so that
-/// scanners cannot grow the series without bound.
+/// The method label: one of HTTP's own methods, else `other` (any token is a valid method, so
+/// a client could otherwise add a series per request).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    const KNOWN: [&str; 9] = [
+        "GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH", "TRACE", "CONNECT",
+    ];
+    KNOWN
+        .into_iter()
+        .find(|k| *k == method.as_str())
+        .unwrap_or("other")
+}
+
+/// Middleware recording every request. Unmatched paths are grouped as `unmatched` and unknown
+/// methods as `other`, so that scanners cannot grow the series without bound.
 pub async fn track(State(metrics): State<Metrics>, request: Request, next: Next) -> Response {
-    let method = request.method().to_string();
+    let method = method_label(request.method()).to_string();
     let path = request
         .extensions()
         .get::<MatchedPath>()
