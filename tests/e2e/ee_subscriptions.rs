@@ -231,3 +231,34 @@ async fn ee_ping_over_legacy_graphql_ws() {
         "the connection stays open after connection_error"
     );
 }
+
+/// A WebSocket opened with a session stays open across `logoutAllSessions`, but its next
+/// operation is refused: every operation verifies the connection's token again.
+#[tokio::test]
+async fn ee_an_open_socket_loses_access_when_its_sessions_end() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let mut socket = connect(&server, "graphql-transport-ws").await;
+    send(&mut socket, init(Some(&owner.access_token))).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    let ping = |id: &str| json!({"id": id, "type": "subscribe", "payload": {"query": "subscription { ping(count: 1) }"}});
+    send(&mut socket, ping("1")).await;
+    assert_eq!(
+        receive_json(&mut socket).await,
+        json!({"id": "1", "type": "next", "payload": {"data": {"ping": 1}}})
+    );
+    assert_eq!(
+        receive_json(&mut socket).await,
+        json!({"id": "1", "type": "complete"})
+    );
+
+    gql_ok(
+        &server,
+        Some(&owner.access_token),
+        "mutation { logoutAllSessions }",
+        json!({}),
+    )
+    .await;
+    send(&mut socket, ping("2")).await;
+    assert_refused(&mut socket, "2", "next", "UNAUTHORIZED").await;
+}

@@ -52,6 +52,10 @@ pub trait ServiceLocator: Send + Sync {
 #[derive(Clone)]
 pub struct Context {
     pub claims: Option<Claims>,
+    /// The token `claims` came from. A WebSocket's context lives as long as the connection, so
+    /// every check verifies it again: an expired token, ended sessions (sign out everywhere, a
+    /// password change) or a deactivated user stop the next operation on an open socket.
+    pub token: Option<String>,
     pub locator: Arc<dyn ServiceLocator>,
     /// The client's address, for sign-in rate limits.
     pub client: Option<IpAddr>,
@@ -60,6 +64,21 @@ pub struct Context {
 impl juniper::Context for Context {}
 
 async fn active_user(ctx: &Context, claims: &Claims) -> Result<UserSecured> {
+    if let Some(token) = &ctx.token {
+        let fresh = ctx
+            .locator
+            .auth()
+            .verify_any_token(token)
+            .await
+            .map_err(|_| {
+                CoreError::Unauthorized("Your session has expired or ended; sign in again")
+            })?;
+        if fresh.user_id != claims.user_id {
+            return Err(CoreError::Unauthorized(
+                "Your session has expired or ended; sign in again",
+            ));
+        }
+    }
     let user = ctx
         .locator
         .auth()

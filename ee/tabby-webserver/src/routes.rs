@@ -47,6 +47,7 @@ impl Webserver {
             None => None,
         };
         Context {
+            token: claims.as_ref().and(token).map(str::to_string),
             claims,
             locator: self.services.clone(),
             client: client.map(|a| a.ip()),
