@@ -137,6 +137,8 @@ impl CodeSearchService {
         );
         let mut names = indexed.names.clone();
         names.extend(typed.names);
+        names.sort();
+        names.dedup();
         if files.is_empty() || limit == 0 {
             return Ok(vec![]);
         }
