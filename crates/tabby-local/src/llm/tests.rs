@@ -457,6 +457,7 @@ fn counting_request() -> CreateChatCompletionRequest {
 /// Each sampling parameter on the default chat model: the answer streams to its end (no
 /// invalid weights, no NaN), and the penalties change what greedy decoding says.
 #[tokio::test]
+#[allow(deprecated)]
 async fn qwen_chat_with_each_sampling_parameter() {
     let chat = LocalChat::from_llm(qwen()).unwrap();
     let (plain, _) = chat_text(&chat, counting_request()).await;

@@ -135,9 +135,7 @@ pub fn build_prompt(
             format!("{written}{filled}")
         }
         (Some(t), _) => {
-            let filled = fill(&t.template, &format!("{written}{prefix}"), suffix)
-                .expect("validated at start-up");
-            filled
+            fill(&t.template, &format!("{written}{prefix}"), suffix).expect("validated at start-up")
         }
     };
     BuiltPrompt {
