@@ -25,7 +25,7 @@ use super::{Bm25Query, CodeSearchService, bm25_leg, imports, query, stitch};
 /// the files completions were asked in.
 #[derive(Default)]
 pub struct PathCache {
-    paths: Mutex<Option<(u64, Arc<BTreeSet<String>>)>>,
+    paths: Mutex<Option<(u64, Arc<imports::RepoFiles>)>>,
     imports: Mutex<(u64, ImportsByFile)>,
 }
 
@@ -71,7 +71,7 @@ impl PathCache {
 
     /// The paths of `searcher`'s index, from the term dictionary of the chunks' filepath
     /// attribute (no stored document is read); computed once per searcher generation.
-    fn paths(&self, searcher: &Searcher) -> Arc<BTreeSet<String>> {
+    fn paths(&self, searcher: &Searcher) -> Arc<imports::RepoFiles> {
         let generation = searcher.generation().generation_id();
         let mut slot = self.paths.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((g, paths)) = slot.as_ref()
@@ -99,7 +99,7 @@ impl PathCache {
                 }
             }
         }
-        let paths = Arc::new(paths);
+        let paths = Arc::new(imports::RepoFiles::new(paths));
         *slot = Some((generation, paths.clone()));
         paths
     }

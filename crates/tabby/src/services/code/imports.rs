@@ -8,7 +8,52 @@
 //! Java (`import a.b.C;`). Resolution only looks at the repository's own files: a module outside
 //! it (a package from a registry) resolves to nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+
+/// A repository's indexed files, with lookups by file name and by directory name so that
+/// resolving an import costs the few files of that name, not a scan of the repository.
+#[derive(Debug, Default)]
+pub struct RepoFiles {
+    paths: BTreeSet<String>,
+    /// File name → the paths with that name.
+    by_name: HashMap<String, Vec<String>>,
+    /// Last segment of a directory → the files directly in such directories.
+    by_dir: HashMap<String, Vec<String>>,
+}
+
+impl RepoFiles {
+    pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
+        let mut files = RepoFiles::default();
+        for path in paths {
+            let (dir, name) = path.rsplit_once('/').unwrap_or(("", &path));
+            let dir_name = dir.rsplit('/').next().unwrap_or("");
+            files
+                .by_name
+                .entry(name.to_string())
+                .or_default()
+                .push(path.clone());
+            files
+                .by_dir
+                .entry(dir_name.to_string())
+                .or_default()
+                .push(path.clone());
+            files.paths.insert(path);
+        }
+        files
+    }
+
+    fn contains(&self, path: &str) -> bool {
+        self.paths.contains(path)
+    }
+
+    fn named(&self, name: &str) -> &[String] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    fn in_dirs_named(&self, dir_name: &str) -> &[String] {
+        self.by_dir.get(dir_name).map_or(&[], Vec::as_slice)
+    }
+}
 
 /// What a file imports: candidate files (repository paths, existing ones only) and the imported
 /// names.
@@ -25,7 +70,7 @@ const MAX_STATEMENTS: usize = 200;
 
 /// Imports of `text`, the file `current` in `language`, resolved against `paths` (the indexed
 /// files of the repository, `/`-separated).
-pub fn resolve(language: &str, current: &str, text: &str, paths: &BTreeSet<String>) -> Imports {
+pub fn resolve(language: &str, current: &str, text: &str, paths: &RepoFiles) -> Imports {
     let current = current.replace('\\', "/");
     let dir = parent(&current);
     let statements = statements(language, text);
@@ -89,7 +134,10 @@ pub fn resolve(language: &str, current: &str, text: &str, paths: &BTreeSet<Strin
                 if let Some(class) = java_import(statement) {
                     let path = class.replace('.', "/");
                     let ext = if language == "java" { "java" } else { "kt" };
+                    let file_name =
+                        format!("{}.{ext}", class.rsplit('.').next().unwrap_or_default());
                     let found: Vec<String> = paths
+                        .named(&file_name)
                         .iter()
                         .filter(|p| {
                             p.strip_suffix(&format!(".{ext}"))
@@ -446,11 +494,15 @@ fn go_imports(statement: &str) -> Vec<String> {
 
 /// The non-test Go files of the repository directory an import path names: the longest tail
 /// of the path that is a directory of the repository.
-fn go_package_files(import: &str, paths: &BTreeSet<String>, current: &str) -> Vec<String> {
+fn go_package_files(import: &str, paths: &RepoFiles, current: &str) -> Vec<String> {
     let segments: Vec<&str> = import.split('/').collect();
+    let Some(last) = segments.last() else {
+        return vec![];
+    };
+    let in_dirs = paths.in_dirs_named(last);
     for k in (1..=segments.len()).rev() {
         let tail = segments[segments.len() - k..].join("/");
-        let files: Vec<String> = paths
+        let files: Vec<String> = in_dirs
             .iter()
             .filter(|p| {
                 p.ends_with(".go")
@@ -493,8 +545,8 @@ fn java_import(statement: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn paths(list: &[&str]) -> BTreeSet<String> {
-        list.iter().map(|p| p.to_string()).collect()
+    fn paths(list: &[&str]) -> RepoFiles {
+        RepoFiles::new(list.iter().map(|p| p.to_string()))
     }
 
     fn check(
