@@ -755,12 +755,15 @@ async function repositoriesPage() {
   const dbRepos = new Map(data.gitRepositories.edges.map((e) => [e.node.sourceId, e.node]));
   const add = h("form.inline", { onsubmit: action(async () => {
     const v = formValues(add);
-    await gql(`mutation($n: String!, $u: String!) { createGitRepository(name: $n, gitUrl: $u) }`, { n: v.name, u: v.gitUrl });
+    const groups = v.group ? [v.group] : null;
+    await gql(`mutation($n: String!, $u: String!, $g: [ID!]) { createGitRepository(name: $n, gitUrl: $u, userGroupIds: $g) }`, { n: v.name, u: v.gitUrl, g: groups });
     await repositoriesPage();
     showNotice(`${v.name} was added and is being indexed.`);
   }) },
     field("Name", h("input", { name: "name", required: true })),
     field("Git URL", h("input", { name: "gitUrl", required: true, placeholder: "https://github.com/org/repo" })),
+    data.userGroups.length ? field("Readable by", h("select", { name: "group" }, h("option", { value: "" }, "everyone"),
+      data.userGroups.map((g) => h("option", { value: g.id }, g.name)))) : null,
     h("button.primary", { type: "submit" }, "Add repository"));
   const rows = await Promise.all(data.repositoryList.map(async (repo) => {
     const policy = (await gql(`query($s: String!) { sourceIdAccessPolicies(sourceId: $s) { read { id name } } }`, { s: repo.sourceId })).sourceIdAccessPolicies;
@@ -778,7 +781,9 @@ async function repositoriesPage() {
       h("td", repo.kind === "GIT_CONFIG" ? "config.toml" : "added here"),
       h("td", jobStatus(repo.jobInfo.lastJobRun)),
       h("td", granted.length ? granted.map((g) => h("span.tag", g.name, " ", h("button.link", { type: "button", "aria-label": `Revoke ${g.name}`, onclick: action(async () => {
-        await gql(`mutation($s: String!, $g: ID!) { revokeSourceIdReadAccess(sourceId: $s, userGroupId: $g) }`, { s: repo.sourceId, g: g.id });
+        const last = granted.length === 1;
+        if (last && !confirm(`${g.name} is the only group that may read ${repo.name}. Revoke it and make ${repo.name} readable by everyone?`)) return;
+        await gql(`mutation($s: String!, $g: ID!, $p: Boolean) { revokeSourceIdReadAccess(sourceId: $s, userGroupId: $g, makePublic: $p) }`, { s: repo.sourceId, g: g.id, p: last });
         await repositoriesPage();
       }) }, "×"))) : h("span.muted", "everyone"), " ", data.userGroups.length ? grant : null),
       h("td", db ? h("button.link.danger", { type: "button", onclick: action(async () => {

@@ -1063,6 +1063,7 @@ async fn ee_answer_code_context_follows_the_access_policy() {
     }
 
     // A member of the granted group gets the vault's code.
+    let mut member_thread = String::new();
     for code_query in &code_queries {
         chat.clear_requests();
         let run = create_and_run(
@@ -1095,7 +1096,48 @@ async fn ee_answer_code_context_follows_the_access_policy() {
         assert!(prompt.contains("SCRAM_THRESHOLD_KELVIN = 1234"), "{prompt}");
         let stored = messages(server, &member.auth_token, &run.thread_id()).await;
         assert_eq!(stored[1]["codeSourceId"], vault_id.as_str());
+        member_thread = run.thread_id();
     }
+
+    // The member shares the thread. The outsider may open a shared thread, but not read an
+    // answer drawn from the vault: its text and attachments are withheld, its question stays.
+    gql_ok(
+        server,
+        Some(&member.access_token),
+        "mutation($id: ID!) { setThreadPersisted(threadId: $id) }",
+        json!({"id": member_thread}),
+    )
+    .await;
+    let withheld = |stored: &[Value]| {
+        assert_eq!(stored[0]["content"], question, "{stored:#?}");
+        let answer = &stored[1];
+        assert!(
+            answer["content"].as_str().unwrap().contains("withheld"),
+            "{answer}"
+        );
+        assert_eq!(answer["codeSourceId"], Value::Null, "{answer}");
+        assert_eq!(answer["attachment"]["code"], json!([]), "{answer}");
+        assert_eq!(answer["attachment"]["codeFileList"], Value::Null);
+        let all = serde_json::to_string(stored).unwrap();
+        assert!(!all.contains("SCRAM_THRESHOLD_KELVIN"), "{all}");
+        assert!(!all.contains("the reactor"), "{all}");
+    };
+    withheld(&messages(server, &outsider.auth_token, &member_thread).await);
+    // Admins and the member still read it whole.
+    for token in [&admin.access_token, &member.access_token] {
+        let stored = messages(server, token, &member_thread).await;
+        assert_eq!(stored[1]["content"], "About the reactor.", "{stored:#?}");
+        assert_ne!(stored[1]["attachment"]["code"], json!([]));
+    }
+    // Leaving the group takes the answer away from its own asker too.
+    gql_ok(
+        server,
+        Some(a),
+        "mutation($g: ID!, $u: ID!) { deleteUserGroupMembership(userGroupId: $g, userId: $u) }",
+        json!({"g": group, "u": member.id}),
+    )
+    .await;
+    withheld(&messages(server, &member.access_token, &member_thread).await);
 }
 
 #[tokio::test]

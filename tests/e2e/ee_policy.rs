@@ -319,11 +319,26 @@ local_repository_roots = ["{root}"]
     let (_, prompt) = vault_completion(&server, &model, &outsider.auth_token, vault_url).await;
     assert!(!prompt.contains("SCRAM_THRESHOLD_KELVIN"), "{prompt}");
 
-    // Revoking the grant makes the vault public again.
-    gql_ok(
+    // Revoking the only grant would make the vault public too: refused unless asked for.
+    let refused = gql_err(
         &server,
         Some(a),
         "mutation($s: String!, $g: ID!) { revokeSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
+        json!({"s": vault_id, "g": group}),
+    )
+    .await;
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains(&vault_id) && message.contains("makePublic"),
+        "{refused}"
+    );
+    let (_, prompt) = vault_completion(&server, &model, &outsider.auth_token, vault_url).await;
+    assert!(!prompt.contains("SCRAM_THRESHOLD_KELVIN"), "{prompt}");
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($s: String!, $g: ID!) {
+           revokeSourceIdReadAccess(sourceId: $s, userGroupId: $g, makePublic: true) }",
         json!({"s": vault_id, "g": group}),
     )
     .await;

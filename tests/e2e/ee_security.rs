@@ -837,3 +837,225 @@ async fn ee_security_a_pooled_client_survives_401_and_429_with_a_late_body() {
         .expect("the request after a 429");
     assert_eq!(health.status(), 200);
 }
+
+// ---- 6. reads follow the reader ----
+
+/// `customWebDocuments`' source ids as `token` sees them.
+async fn web_document_sources(server: &TabbyServer, token: &str) -> Vec<String> {
+    let data = gql_ok(
+        server,
+        Some(token),
+        "{ customWebDocuments { edges { node { sourceId } } } }",
+        json!({}),
+    )
+    .await;
+    data["customWebDocuments"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["sourceId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn user_emails(server: &TabbyServer, token: &str) -> Vec<String> {
+    let data = gql_ok(
+        server,
+        Some(token),
+        "{ users { edges { node { email } } } }",
+        json!({}),
+    )
+    .await;
+    let mut emails: Vec<String> = data["users"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["email"].as_str().unwrap().to_string())
+        .collect();
+    emails.sort();
+    emails
+}
+
+async fn repository_names(server: &TabbyServer, token: &str) -> Vec<String> {
+    let data = gql_ok(
+        server,
+        Some(token),
+        "{ repositoryList { name } }",
+        json!({}),
+    )
+    .await;
+    data["repositoryList"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn ee_security_private_sources_and_other_users_stay_hidden_from_non_members() {
+    let server = TabbyServer::start_ee("[security]\nfetch_allowed_hosts = [\"127.0.0.1\"]\n", &[]);
+    let admin = register_owner(&server, "owner@example.com").await;
+    let a = admin.access_token.as_str();
+    let member = invite_and_register(&server, &admin, "member@example.com").await;
+    let outsider = invite_and_register(&server, &admin, "outsider@example.com").await;
+    let group = gql_ok(
+        &server,
+        Some(a),
+        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
+        json!({}),
+    )
+    .await["createUserGroup"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
+        json!({"g": group, "u": member.id}),
+    )
+    .await;
+
+    // A repository created for a group is private from its first moment: the grant is made
+    // with the row, so no reader ever sees it public.
+    const CREATE_FOR: &str = "mutation($n: String!, $u: String!, $g: [ID!]) {
+        createGitRepository(name: $n, gitUrl: $u, userGroupIds: $g) }";
+    let gone = gql_ok(
+        &server,
+        Some(a),
+        "mutation { createUserGroup(input: {name: \"gone\"}) }",
+        json!({}),
+    )
+    .await["createUserGroup"]
+        .clone();
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($id: ID!) { deleteUserGroup(id: $id) }",
+        json!({"id": gone}),
+    )
+    .await;
+    let err = gql_err(
+        &server,
+        Some(a),
+        CREATE_FOR,
+        json!({"n": "vault", "u": "https://example.com/acme/vault.git", "g": [group, gone]}),
+    )
+    .await;
+    assert_eq!(validation_paths(&err), ["userGroupIds"], "{err}");
+    assert!(
+        git_repository_urls(&server, a).await.is_empty(),
+        "a failed creation left a repository behind"
+    );
+    gql_ok(
+        &server,
+        Some(a),
+        CREATE_FOR,
+        json!({"n": "vault", "u": "https://example.com/acme/vault.git", "g": [group]}),
+    )
+    .await;
+    assert_eq!(
+        repository_names(&server, &outsider.auth_token).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        repository_names(&server, &member.auth_token).await,
+        ["vault"]
+    );
+    assert_eq!(repository_names(&server, a).await, ["vault"]);
+
+    // Custom web documents follow the same policy.
+    let doc = gql_ok(
+        &server,
+        Some(a),
+        "mutation($i: CreateCustomDocumentInput!) { createCustomDocument(input: $i) }",
+        json!({"i": {"name": "Runbook", "url": "http://127.0.0.1:9/runbook/"}}),
+    )
+    .await["createCustomDocument"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sources = web_document_sources(&server, a).await;
+    assert_eq!(sources.len(), 1);
+    let doc_source = sources[0].clone();
+    assert_eq!(
+        web_document_sources(&server, &outsider.access_token).await,
+        [doc_source.as_str()]
+    );
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
+        json!({"s": doc_source, "g": group}),
+    )
+    .await;
+    assert!(
+        web_document_sources(&server, &outsider.access_token)
+            .await
+            .is_empty()
+    );
+    let by_id = gql_ok(
+        &server,
+        Some(&outsider.access_token),
+        "query($ids: [ID!]) { customWebDocuments(ids: $ids) { edges { node { id } } } }",
+        json!({"ids": [doc]}),
+    )
+    .await;
+    assert_eq!(by_id["customWebDocuments"]["edges"], json!([]), "{by_id}");
+    assert_eq!(
+        web_document_sources(&server, &member.access_token).await,
+        [doc_source.as_str()]
+    );
+
+    // Other users' e-mails: a plain member sees only themselves and the groups they are in;
+    // a group admin, who picks new members by e-mail, sees every user.
+    assert_eq!(
+        user_emails(&server, &outsider.access_token).await,
+        ["outsider@example.com"]
+    );
+    let groups = |token: String| {
+        let server = &server;
+        async move {
+            gql_ok(
+                server,
+                Some(&token),
+                "{ userGroups { name members { user { email } } } }",
+                json!({}),
+            )
+            .await["userGroups"]
+                .clone()
+        }
+    };
+    assert_eq!(groups(outsider.access_token.clone()).await, json!([]));
+    assert_eq!(
+        groups(member.access_token.clone()).await,
+        json!([{"name": "vault-team", "members": [{"user": {"email": "member@example.com"}}]}])
+    );
+    assert_eq!(
+        user_emails(&server, &member.access_token).await,
+        ["member@example.com"]
+    );
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: true}) }",
+        json!({"g": group, "u": member.id}),
+    )
+    .await;
+    assert_eq!(
+        user_emails(&server, &member.access_token).await,
+        [
+            "member@example.com",
+            "outsider@example.com",
+            "owner@example.com"
+        ]
+    );
+    let by_id = gql_ok(
+        &server,
+        Some(&outsider.access_token),
+        "query($ids: [ID!]) { users(ids: $ids) { edges { node { email } } } }",
+        json!({"ids": [admin.id]}),
+    )
+    .await;
+    assert_eq!(by_id["users"]["edges"], json!([]), "{by_id}");
+}

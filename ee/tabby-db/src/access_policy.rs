@@ -8,6 +8,16 @@ use std::collections::HashMap;
 
 use crate::{DbConn, DbError, DbResult, UserGroupDAO};
 
+/// What [`DbConn::revoke_source_id_read_access`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Revoked {
+    Removed,
+    /// The group had no grant on the source; nothing changed.
+    NotGranted,
+    /// It is the source's only grant and `make_public` was not given; nothing changed.
+    LastGrant,
+}
+
 impl DbConn {
     /// Grants the group read access to the source; granting twice is harmless.
     pub async fn grant_source_id_read_access(
@@ -27,21 +37,42 @@ impl DbConn {
         Ok(())
     }
 
-    /// Revokes the grant; revoking a grant that does not exist is harmless. Revoking the last
-    /// grant of a source makes it public again.
+    /// Revokes the grant. The last grant of a source is revoked only with `make_public`, since
+    /// a source without grants is readable by everyone; the check and the delete are one
+    /// statement, so two concurrent revocations cannot both pass it.
     pub async fn revoke_source_id_read_access(
         &self,
         source_id: &str,
         user_group_id: i64,
-    ) -> DbResult<()> {
-        sqlx::query(
-            "DELETE FROM source_id_read_access_policies WHERE source_id = ? AND user_group_id = ?",
+        make_public: bool,
+    ) -> DbResult<Revoked> {
+        let deleted = sqlx::query(
+            "DELETE FROM source_id_read_access_policies
+             WHERE source_id = ?1 AND user_group_id = ?2
+               AND (?3 OR EXISTS (SELECT 1 FROM source_id_read_access_policies
+                                  WHERE source_id = ?1 AND user_group_id != ?2))",
         )
         .bind(source_id)
         .bind(user_group_id)
+        .bind(make_public)
         .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if deleted > 0 {
+            return Ok(Revoked::Removed);
+        }
+        let granted: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM source_id_read_access_policies WHERE source_id = ? AND user_group_id = ?",
+        )
+        .bind(source_id)
+        .bind(user_group_id)
+        .fetch_optional(&self.pool)
         .await?;
-        Ok(())
+        Ok(if granted.is_some() {
+            Revoked::LastGrant
+        } else {
+            Revoked::NotGranted
+        })
     }
 
     /// The groups granted read access to the source, by name (empty: the source is public).

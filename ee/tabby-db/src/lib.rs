@@ -37,6 +37,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+pub use access_policy::Revoked;
 pub use error::{DbError, DbResult};
 pub use ingested_documents::{IngestedDocumentDAO, IngestionStatsDAO};
 pub use invitations::InvitationDAO;

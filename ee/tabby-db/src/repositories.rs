@@ -4,7 +4,7 @@
 
 use sqlx::{QueryBuilder, Sqlite, types::Json};
 
-use crate::{DbConn, DbResult, Pagination, error::expect_one};
+use crate::{DbConn, DbError, DbResult, Pagination, error::expect_one};
 
 /// A row of `repositories`.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -24,13 +24,42 @@ impl DbConn {
         git_url: &str,
         refs: &[String],
     ) -> DbResult<i64> {
-        let result = sqlx::query("INSERT INTO repositories (name, git_url, refs) VALUES (?, ?, ?)")
+        self.create_repository_readable_by(name, git_url, refs, &[], |_| String::new())
+            .await
+    }
+
+    /// Creates the repository and, in the same transaction, grants read access to each of
+    /// `user_group_ids` on the source id `source_id(rowid)` names, so a private repository is
+    /// never public for a moment. A missing group fails the whole creation with `NotFound`.
+    pub async fn create_repository_readable_by(
+        &self,
+        name: &str,
+        git_url: &str,
+        refs: &[String],
+        user_group_ids: &[i64],
+        source_id: impl Fn(i64) -> String,
+    ) -> DbResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        let id = sqlx::query("INSERT INTO repositories (name, git_url, refs) VALUES (?, ?, ?)")
             .bind(name)
             .bind(git_url)
             .bind(Json(refs))
-            .execute(&self.pool)
-            .await?;
-        Ok(result.last_insert_rowid())
+            .execute(&mut *tx)
+            .await?
+            .last_insert_rowid();
+        for group in user_group_ids {
+            sqlx::query(
+                "INSERT INTO source_id_read_access_policies (source_id, user_group_id)
+                 VALUES (?, ?) ON CONFLICT (source_id, user_group_id) DO NOTHING",
+            )
+            .bind(source_id(id))
+            .bind(group)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| DbError::from(e).missing_reference("user group"))?;
+        }
+        tx.commit().await?;
+        Ok(id)
     }
 
     pub async fn get_repository(&self, id: i64) -> DbResult<Option<RepositoryDAO>> {

@@ -62,6 +62,23 @@ pub struct Attachment {
     pub doc: Option<Vec<AttachmentDoc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_file_list: Option<AttachmentCodeFileList>,
+    /// The sources (repository, document sources) an answer drew on, recorded before any of
+    /// their content is: a reader who may not read one of them is not shown the answer.
+    /// `None` in rows written before sources were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ids: Option<Vec<String>>,
+}
+
+impl Attachment {
+    /// Records that the answer draws on `ids` (each once).
+    pub fn add_sources<'a>(&mut self, ids: impl IntoIterator<Item = &'a String>) {
+        let recorded = self.source_ids.get_or_insert_with(Vec::new);
+        for id in ids {
+            if !recorded.contains(id) {
+                recorded.push(id.clone());
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

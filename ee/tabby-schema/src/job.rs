@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use juniper::{GraphQLInputObject, GraphQLObject, ID, graphql_object};
 
 use crate::{
-    CoreError, Result, connection,
+    AccessPolicy, CoreError, Result, connection,
     relay::RelayArgs,
     schema::{Context, check_admin},
 };
@@ -164,9 +164,11 @@ pub trait JobService: Send + Sync {
     async fn stats(&self, jobs: Vec<String>) -> Result<JobStats>;
     /// Enqueues a command (a serialized job event); an identical pending one is reused.
     async fn trigger(&self, command: &str) -> Result<ID>;
+    /// The custom web documents `reader` may read (all of them for admins).
     async fn web_documents(
         &self,
         ids: Vec<i64>,
+        reader: &AccessPolicy,
         page: RelayArgs,
     ) -> Result<CustomDocumentConnection>;
     async fn create_web_document(&self, input: &CreateCustomDocumentInput) -> Result<ID>;

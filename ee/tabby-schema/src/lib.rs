@@ -21,7 +21,7 @@ pub mod user_group;
 
 pub use error::{CoreError, Result, ValidationError};
 pub use id::{AsID, AsRowid, decode_id, encode_id};
-pub use policy::AccessPolicy;
+pub use policy::{AccessPolicy, AnswerSources};
 /// The background jobs this server runs (upstream's names).
 pub fn job_names() -> &'static [&'static str] {
     &[

@@ -2,10 +2,21 @@
 //!
 //! Semantics follow upstream Tabby: a source with no read-access rows is public; a source with
 //! rows may be read only by members of one of the granted groups; admins read everything.
+//! Threads and the answers in them follow the same policy, for every reader.
 
 use std::collections::HashSet;
 
 use tabby_common::api::code::AllowedCodeRepository;
+
+/// What [`AccessPolicy::can_read_answer`] needs to know about one Answer Engine message.
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerSources<'a> {
+    pub thread_owner: i64,
+    pub code_source: Option<&'a str>,
+    /// `None`: not recorded (rows written before sources were).
+    pub recorded: Option<&'a [String]>,
+    pub has_docs: bool,
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct AccessPolicy {
@@ -20,6 +31,34 @@ pub struct AccessPolicy {
 impl AccessPolicy {
     pub fn can_read(&self, source_id: &str) -> bool {
         self.is_admin || !self.restricted.contains(source_id) || self.granted.contains(source_id)
+    }
+
+    /// Admins read any thread; others read their own and shared (non-ephemeral) ones.
+    pub fn can_read_thread(&self, owner: i64, is_ephemeral: bool) -> bool {
+        self.is_admin || owner == self.user_id || !is_ephemeral
+    }
+
+    /// Only a thread's owner changes it (admins too).
+    pub fn can_change_thread(&self, owner: i64) -> bool {
+        self.is_admin || owner == self.user_id
+    }
+
+    /// Whether this reader may see an answer (its text and attachments) drawn from the
+    /// recorded `sources` and the `code_source`: only when they may read every one of them,
+    /// because the text may quote any. Rows from before sources were recorded name only their
+    /// code source; their documents' sources are unknown, so only the thread's owner (who asked
+    /// with their own access) and admins see an answer of such a row that holds documents.
+    pub fn can_read_answer(&self, answer: &AnswerSources<'_>) -> bool {
+        if self.is_admin {
+            return true;
+        }
+        if answer.code_source.is_some_and(|s| !self.can_read(s)) {
+            return false;
+        }
+        match answer.recorded {
+            Some(sources) => sources.iter().all(|s| self.can_read(s)),
+            None => !answer.has_docs || answer.thread_owner == self.user_id,
+        }
     }
 
     /// The repositories of `all` this user may read.
@@ -73,5 +112,53 @@ mod tests {
             .map(|r| r.source_id)
             .collect();
         assert_eq!(visible, ["public", "team"]);
+    }
+
+    #[test]
+    fn an_answer_is_read_only_with_access_to_every_source_it_drew_on() {
+        let reader = AccessPolicy {
+            user_id: 2,
+            is_admin: false,
+            restricted: ["private".to_string(), "team".to_string()].into(),
+            granted: ["team".to_string()].into(),
+        };
+        fn sources<'a>(
+            code: Option<&'a str>,
+            recorded: Option<&'a [String]>,
+            has_docs: bool,
+        ) -> AnswerSources<'a> {
+            AnswerSources {
+                thread_owner: 1,
+                code_source: code,
+                recorded,
+                has_docs,
+            }
+        }
+        let team = &["team".to_string(), "public".to_string()][..];
+        let private = &["public".to_string(), "private".to_string()][..];
+
+        assert!(reader.can_read_answer(&sources(Some("team"), Some(team), true)));
+        assert!(!reader.can_read_answer(&sources(Some("private"), None, false)));
+        assert!(!reader.can_read_answer(&sources(None, Some(private), true)));
+        // Unrecorded document sources: only the owner (and admins) see such an answer.
+        assert!(reader.can_read_answer(&sources(Some("public"), None, false)));
+        assert!(!reader.can_read_answer(&sources(Some("public"), None, true)));
+        let owner = AccessPolicy {
+            user_id: 1,
+            ..reader.clone()
+        };
+        assert!(owner.can_read_answer(&sources(Some("public"), None, true)));
+        assert!(!owner.can_read_answer(&sources(None, Some(private), true)));
+        let admin = AccessPolicy {
+            is_admin: true,
+            ..reader.clone()
+        };
+        assert!(admin.can_read_answer(&sources(Some("private"), Some(private), true)));
+
+        assert!(reader.can_read_thread(1, false));
+        assert!(!reader.can_read_thread(1, true));
+        assert!(reader.can_read_thread(2, true));
+        assert!(!reader.can_change_thread(1));
+        assert!(admin.can_change_thread(1));
     }
 }

@@ -26,6 +26,16 @@ pub struct Page<T> {
     pub page_info: PageInfo,
 }
 
+impl<T> Default for Page<T> {
+    /// No nodes (a filter left none).
+    fn default() -> Self {
+        Page {
+            nodes: Vec::new(),
+            page_info: PageInfo::default(),
+        }
+    }
+}
+
 /// Relay arguments as GraphQL delivers them.
 #[derive(Clone, Debug, Default)]
 pub struct RelayArgs {

@@ -88,7 +88,15 @@ pub fn validate_git_url(url: &str) -> Result<()> {
 #[async_trait]
 pub trait RepositoryService: Send + Sync {
     async fn list_git(&self, page: RelayArgs) -> Result<GitRepositoryConnection>;
-    async fn create_git(&self, name: &str, git_url: &str, refs: Vec<String>) -> Result<ID>;
+    /// Adds a repository; with `user_group_ids`, only those groups (and admins) may read it
+    /// from the first moment.
+    async fn create_git(
+        &self,
+        name: &str,
+        git_url: &str,
+        refs: Vec<String>,
+        user_group_ids: Vec<i64>,
+    ) -> Result<ID>;
     async fn update_git(&self, id: i64, refs: Vec<String>) -> Result<()>;
     async fn delete_git(&self, id: i64) -> Result<()>;
     /// Config and DB repositories the policy allows.

@@ -9,7 +9,7 @@ use futures::Stream;
 use juniper::{FieldError, GraphQLInputObject, ID, RootNode, graphql_object, graphql_subscription};
 
 use crate::{
-    AsRowid, CoreError, Result,
+    AccessPolicy, AsRowid, CoreError, Result,
     auth::{
         AuthenticationService, Claims, Invitation, InvitationConnection, RefreshTokenResponse,
         RegisterInput, RegisterResponse, TokenAuthResponse, UserConnection, UserSecured,
@@ -19,7 +19,7 @@ use crate::{
         CreateCustomDocumentInput, CustomDocumentConnection, IngestionStats, JobRunConnection,
         JobService, JobStats, Notification,
     },
-    relay::RelayArgs,
+    relay::{Page, RelayArgs},
     repository::{
         GitRepositoryConnection, Repository, RepositoryService, validate_git_url,
         validate_repository_name,
@@ -142,22 +142,31 @@ fn usage_users(user: &UserSecured, users: Option<Vec<ID>>) -> Result<Vec<i64>> {
     Ok(vec![own])
 }
 
-/// Admins read any thread; others read their own and shared (non-ephemeral) ones.
-async fn check_thread_readable(ctx: &Context, user: &UserSecured, thread_id: i64) -> Result<()> {
+/// The reader's policy, once they may read the thread ([`AccessPolicy::can_read_thread`]).
+async fn check_thread_readable(
+    ctx: &Context,
+    user: &UserSecured,
+    thread_id: i64,
+) -> Result<AccessPolicy> {
     let thread = ctx
         .locator
         .thread()
         .get(thread_id)
         .await?
         .ok_or(CoreError::NotFound("Thread not found"))?;
-    if user.is_admin || thread.user_id == user.id || !thread.is_ephemeral {
-        Ok(())
+    let policy = ctx
+        .locator
+        .access_policy()
+        .policy_for(user.id.as_rowid()?)
+        .await?;
+    if policy.can_read_thread(thread.user_id.as_rowid()?, thread.is_ephemeral) {
+        Ok(policy)
     } else {
         Err(CoreError::Forbidden("You cannot read this thread"))
     }
 }
 
-/// Only the owner changes a thread (admins too).
+/// Only the owner changes a thread (admins too, [`AccessPolicy::can_change_thread`]).
 async fn check_thread_owner(ctx: &Context, user: &UserSecured, thread_id: i64) -> Result<()> {
     let thread = ctx
         .locator
@@ -165,7 +174,12 @@ async fn check_thread_owner(ctx: &Context, user: &UserSecured, thread_id: i64) -
         .get(thread_id)
         .await?
         .ok_or(CoreError::NotFound("Thread not found"))?;
-    if user.is_admin || thread.user_id == user.id {
+    let policy = ctx
+        .locator
+        .access_policy()
+        .policy_for(user.id.as_rowid()?)
+        .await?;
+    if policy.can_change_thread(thread.user_id.as_rowid()?) {
         Ok(())
     } else {
         Err(CoreError::Forbidden("You can only change your own threads"))
@@ -194,11 +208,28 @@ impl Query {
         first: Option<i32>,
         last: Option<i32>,
     ) -> Result<UserConnection> {
-        check_user(ctx).await?;
-        ctx.locator
-            .auth()
-            .list_users(rowids(ids)?, RelayArgs::new(after, before, first, last))
-            .await
+        let user = check_user(ctx).await?;
+        let page = RelayArgs::new(after, before, first, last);
+        let ids = rowids(ids)?;
+        // Admins, and group admins who pick new members by e-mail, list everyone; other users
+        // see only themselves.
+        let me = user.id.as_rowid()?;
+        let lists_everyone = user.is_admin
+            || ctx
+                .locator
+                .user_group()
+                .list()
+                .await?
+                .iter()
+                .flat_map(|g| &g.members)
+                .any(|m| m.is_group_admin && m.user.id == user.id);
+        if lists_everyone {
+            return ctx.locator.auth().list_users(ids, page).await;
+        }
+        if !ids.is_empty() && !ids.contains(&me) {
+            return Ok(Page::default().into());
+        }
+        ctx.locator.auth().list_users(vec![me], page).await
     }
 
     async fn invitations(
@@ -299,9 +330,14 @@ impl Query {
             .await
     }
 
+    /// Every group for admins; the groups the caller belongs to for others.
     async fn user_groups(ctx: &Context) -> Result<Vec<UserGroup>> {
-        check_user(ctx).await?;
-        ctx.locator.user_group().list().await
+        let user = check_user(ctx).await?;
+        let mut groups = ctx.locator.user_group().list().await?;
+        if !user.is_admin {
+            groups.retain(|g| g.members.iter().any(|m| m.user.id == user.id));
+        }
+        Ok(groups)
     }
 
     /// Threads the caller may read (all for admins; others: their own and shared ones).
@@ -359,10 +395,14 @@ impl Query {
     ) -> Result<MessageConnection> {
         let user = check_user_allow_auth_token(ctx).await?;
         let thread_id = thread_id.as_rowid()?;
-        check_thread_readable(ctx, &user, thread_id).await?;
+        let reader = check_thread_readable(ctx, &user, thread_id).await?;
         ctx.locator
             .thread()
-            .list_messages(thread_id, RelayArgs::new(after, before, first, last))
+            .list_messages(
+                thread_id,
+                &reader,
+                RelayArgs::new(after, before, first, last),
+            )
             .await
     }
 
@@ -406,10 +446,19 @@ impl Query {
         first: Option<i32>,
         last: Option<i32>,
     ) -> Result<CustomDocumentConnection> {
-        check_user(ctx).await?;
+        let user = check_user(ctx).await?;
+        let policy = ctx
+            .locator
+            .access_policy()
+            .policy_for(user.id.as_rowid()?)
+            .await?;
         ctx.locator
             .job()
-            .web_documents(rowids(ids)?, RelayArgs::new(after, before, first, last))
+            .web_documents(
+                rowids(ids)?,
+                &policy,
+                RelayArgs::new(after, before, first, last),
+            )
             .await
     }
 
@@ -678,31 +727,42 @@ impl Mutation {
         Ok(true)
     }
 
+    /// Revokes a group's read access. A source's last grant is revoked only with
+    /// `makePublic: true`, since a source without grants is readable by every user.
     async fn revoke_source_id_read_access(
         ctx: &Context,
         source_id: String,
         user_group_id: ID,
+        make_public: Option<bool>,
     ) -> Result<bool> {
         check_admin(ctx).await?;
         ctx.locator
             .access_policy()
-            .revoke_read_access(&source_id, user_group_id.as_rowid()?)
+            .revoke_read_access(
+                &source_id,
+                user_group_id.as_rowid()?,
+                make_public.unwrap_or(false),
+            )
             .await?;
         Ok(true)
     }
 
+    /// Adds a repository. With `userGroupIds`, only those groups' members (and admins) may
+    /// read it, from the moment it exists.
     async fn create_git_repository(
         ctx: &Context,
         name: String,
         git_url: String,
         refs: Option<Vec<String>>,
+        user_group_ids: Option<Vec<ID>>,
     ) -> Result<ID> {
         check_admin(ctx).await?;
         validate_repository_name(&name)?;
         validate_git_url(&git_url)?;
+        let groups = rowids(user_group_ids)?;
         ctx.locator
             .repository()
-            .create_git(&name, git_url.trim(), refs.unwrap_or_default())
+            .create_git(&name, git_url.trim(), refs.unwrap_or_default(), groups)
             .await
     }
 
@@ -896,7 +956,9 @@ mod tests {
             "sourceIdAccessPolicies(sourceId: String!): SourceIdAccessPolicy!",
             "refreshExpiresAt: DateTime!",
             "isAdminInitialized: Boolean!",
-            "createGitRepository(name: String!, gitUrl: String!, refs: [String!]): ID!",
+            // Upstream's arguments come first; ours after them are optional.
+            "createGitRepository(name: String!, gitUrl: String!, refs: [String!], userGroupIds: [ID!]): ID!",
+            "revokeSourceIdReadAccess(sourceId: String!, userGroupId: ID!, makePublic: Boolean): Boolean!",
             "grantSourceIdReadAccess(sourceId: String!, userGroupId: ID!): Boolean!",
             "hasPreviousPage: Boolean!",
             "dailyStats(start: DateTime!, end: DateTime!, users: [ID!], languages: [Language!]): [CompletionStats!]!",

@@ -372,7 +372,14 @@ pub trait ThreadService: Send + Sync {
         viewer: Option<i64>,
         page: RelayArgs,
     ) -> Result<ThreadConnection>;
-    async fn list_messages(&self, thread_id: i64, page: RelayArgs) -> Result<MessageConnection>;
+    /// The thread's messages as `reader` may see them: an answer drawn from a source the
+    /// reader may not read comes with its text withheld and without attachments.
+    async fn list_messages(
+        &self,
+        thread_id: i64,
+        reader: &AccessPolicy,
+        page: RelayArgs,
+    ) -> Result<MessageConnection>;
     async fn set_persisted(&self, id: i64) -> Result<()>;
     async fn delete(&self, id: i64) -> Result<()>;
     async fn delete_message_pair(

@@ -88,7 +88,13 @@ pub trait AccessPolicyService: Send + Sync {
     /// The groups granted read access to `source_id`.
     async fn list_read_access(&self, source_id: &str) -> Result<Vec<UserGroup>>;
     async fn grant_read_access(&self, source_id: &str, group_id: i64) -> Result<()>;
-    async fn revoke_read_access(&self, source_id: &str, group_id: i64) -> Result<()>;
+    /// Refuses to revoke the source's last grant unless `make_public`.
+    async fn revoke_read_access(
+        &self,
+        source_id: &str,
+        group_id: i64,
+        make_public: bool,
+    ) -> Result<()>;
     /// What the user may read, resolved once per request.
     async fn policy_for(&self, user_id: i64) -> Result<AccessPolicy>;
 }

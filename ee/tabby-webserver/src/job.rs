@@ -959,14 +959,14 @@ mod tests {
 mod graphql {
     use async_trait::async_trait;
     use juniper::ID;
-    use tabby_db::{DbError, JobRunDAO, WebDocumentDAO};
+    use tabby_db::{DbError, JobRunDAO, Pagination, WebDocumentDAO};
     use tabby_schema::{
-        AsID, CoreError, Result,
+        AccessPolicy, AsID, CoreError, Result,
         job::{
             CreateCustomDocumentInput, CustomDocumentConnection, CustomWebDocument, IngestionStats,
             JobInfo, JobRun, JobRunConnection, JobStats, Notification,
         },
-        relay::RelayArgs,
+        relay::{Page, RelayArgs},
     };
 
     use tabby_common::git_url::redact_urls_in;
@@ -1067,8 +1067,26 @@ mod graphql {
         async fn web_documents(
             &self,
             ids: Vec<i64>,
+            reader: &AccessPolicy,
             page: RelayArgs,
         ) -> Result<CustomDocumentConnection> {
+            let ids = if reader.is_admin {
+                ids
+            } else {
+                // The readable ids (of the requested ones); a handful of rows, read whole.
+                let readable: Vec<i64> = self
+                    .db
+                    .list_web_documents(&ids, Some(false), Pagination::all())
+                    .await?
+                    .into_iter()
+                    .map(|d| d.id)
+                    .filter(|id| reader.can_read(&web_document_source_id(*id)))
+                    .collect();
+                if readable.is_empty() {
+                    return Ok(Page::default().into());
+                }
+                readable
+            };
             let page = page
                 .paginate(
                     |d: &CustomWebDocument| d.id.to_string(),

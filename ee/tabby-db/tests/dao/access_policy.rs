@@ -1,4 +1,4 @@
-use tabby_db::DbError;
+use tabby_db::{DbError, Revoked};
 
 use crate::{db, user};
 
@@ -151,13 +151,41 @@ async fn read_access_public_member_non_member_admin() {
             .is_empty()
     );
 
-    // Revoking the last grant makes the source public again.
-    db.revoke_source_id_read_access("git:private", eng)
+    // The last grant stays unless the caller asks for the source to become public.
+    assert_eq!(
+        db.revoke_source_id_read_access("git:private", eng, false)
+            .await
+            .unwrap(),
+        Revoked::LastGrant
+    );
+    assert_eq!(
+        allowed(outsider, false).await,
+        ids(&["git:public", "config:x"])
+    );
+    // With another grant in place, revoking one is fine.
+    let ops = db.create_user_group("ops").await.unwrap();
+    db.grant_source_id_read_access("git:private", ops)
         .await
         .unwrap();
-    db.revoke_source_id_read_access("git:private", eng)
-        .await
-        .unwrap(); // idempotent
+    assert_eq!(
+        db.revoke_source_id_read_access("git:private", ops, false)
+            .await
+            .unwrap(),
+        Revoked::Removed
+    );
+    // Revoking with `make_public` makes the source public again.
+    assert_eq!(
+        db.revoke_source_id_read_access("git:private", eng, true)
+            .await
+            .unwrap(),
+        Revoked::Removed
+    );
+    assert_eq!(
+        db.revoke_source_id_read_access("git:private", eng, true)
+            .await
+            .unwrap(),
+        Revoked::NotGranted
+    );
     assert_eq!(
         allowed(outsider, false).await,
         ids(&["git:public", "git:private", "config:x"])

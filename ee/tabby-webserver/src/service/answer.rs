@@ -490,6 +490,11 @@ impl AnswerEngine {
                 self.db
                     .update_thread_message_code_source_id(assistant, &repository.source_id)
                     .await?;
+                let source = [repository.source_id.clone()];
+                attachment.add_sources(&source);
+                self.db
+                    .update_thread_message_attachment(assistant, |a| a.add_sources(&source))
+                    .await?;
                 let decision = self
                     .ask(
                         &model,
@@ -597,6 +602,10 @@ impl AnswerEngine {
                 .into_iter()
                 .filter(|s| input.policy.can_read(s))
                 .collect();
+            attachment.add_sources(&source_ids);
+            self.db
+                .update_thread_message_attachment(assistant, |a| a.add_sources(&source_ids))
+                .await?;
             sink.emit(Ok(ThreadRunItem::ThreadAssistantMessageReadingDoc(
                 ThreadAssistantMessageReadingDoc {
                     source_ids: source_ids.clone(),

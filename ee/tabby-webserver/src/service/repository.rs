@@ -177,7 +177,13 @@ impl RepositoryService for RepositoryServiceImpl {
         Ok(page.into())
     }
 
-    async fn create_git(&self, name: &str, git_url: &str, refs: Vec<String>) -> Result<ID> {
+    async fn create_git(
+        &self,
+        name: &str,
+        git_url: &str,
+        refs: Vec<String>,
+        user_group_ids: Vec<i64>,
+    ) -> Result<ID> {
         let refs = normalize_refs(refs)?;
         check_local_repository(self.directory.security(), git_url)
             .map_err(|message| CoreError::invalid("gitUrl", message))?;
@@ -194,9 +200,14 @@ impl RepositoryService for RepositoryServiceImpl {
         }
         let id = self
             .db
-            .create_repository(name, git_url, &refs)
+            .create_repository_readable_by(name, git_url, &refs, &user_group_ids, git_source_id)
             .await
-            .map_err(db_error)?;
+            .map_err(|e| match e {
+                DbError::NotFound { .. } => {
+                    CoreError::invalid("userGroupIds", "No user group has one of these ids")
+                }
+                other => db_error(other),
+            })?;
         self.changed(Some(id)).await?;
         Ok(id.as_id())
     }

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use tabby_db::{Attachment, AttachmentClientCode, DbConn, Pagination, ThreadDAO, ThreadMessageDAO};
 use tabby_schema::{
-    AccessPolicy, AsID, CoreError, Result, encode_id,
+    AccessPolicy, AnswerSources, AsID, CoreError, Result, encode_id,
     relay::RelayArgs,
     thread::{
         CreateMessageInput, CreateThreadAndRunInput, CreateThreadRunInput, Message,
@@ -35,6 +35,32 @@ fn thread(dao: ThreadDAO) -> Thread {
         is_ephemeral: dao.is_ephemeral,
         created_at: dao.created_at,
         updated_at: dao.updated_at,
+    }
+}
+
+/// What a reader who may not read every source of an answer sees instead of it.
+pub const WITHHELD: &str =
+    "This answer drew on sources you do not have access to; its content is withheld.";
+
+/// The message as `reader` may see it, in a thread owned by `thread_owner`: an answer drawn
+/// from a source the reader may not read keeps its place but not its text or attachments.
+fn message_for(dao: ThreadMessageDAO, reader: &AccessPolicy, thread_owner: i64) -> Message {
+    let attachment = dao.attachment();
+    let readable = dao.role != "assistant"
+        || reader.can_read_answer(&AnswerSources {
+            thread_owner,
+            code_source: dao.code_source_id.as_deref(),
+            recorded: attachment.source_ids.as_deref(),
+            has_docs: attachment.doc.as_ref().is_some_and(|d| !d.is_empty()),
+        });
+    if readable {
+        return message(dao);
+    }
+    Message {
+        code_source_id: None,
+        content: WITHHELD.to_string(),
+        attachment: MessageAttachment::default(),
+        ..message(dao)
     }
 }
 
@@ -276,7 +302,18 @@ impl ThreadService for ThreadServiceImpl {
         Ok(page.into())
     }
 
-    async fn list_messages(&self, thread_id: i64, page: RelayArgs) -> Result<MessageConnection> {
+    async fn list_messages(
+        &self,
+        thread_id: i64,
+        reader: &AccessPolicy,
+        page: RelayArgs,
+    ) -> Result<MessageConnection> {
+        let owner = self
+            .db
+            .get_thread(thread_id)
+            .await?
+            .ok_or(CoreError::NotFound("Thread not found"))?
+            .user_id;
         let page = page
             .paginate(
                 |m: &Message| m.id.to_string(),
@@ -286,7 +323,7 @@ impl ThreadService for ThreadServiceImpl {
                         .list_thread_messages(thread_id, p)
                         .await?
                         .into_iter()
-                        .map(message)
+                        .map(|dao| message_for(dao, reader, owner))
                         .collect())
                 },
             )

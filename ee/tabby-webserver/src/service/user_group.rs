@@ -4,7 +4,7 @@ use std::{collections::HashMap, sync::Arc};
 
 use async_trait::async_trait;
 use juniper::ID;
-use tabby_db::{DbConn, DbError, Pagination, UserGroupDAO};
+use tabby_db::{DbConn, DbError, Pagination, Revoked, UserGroupDAO};
 use tabby_schema::{
     AccessPolicy, AsID, CoreError, Result,
     auth::User,
@@ -182,13 +182,28 @@ impl AccessPolicyService for UserGroupServiceImpl {
         Ok(())
     }
 
-    async fn revoke_read_access(&self, source_id: &str, group_id: i64) -> Result<()> {
+    async fn revoke_read_access(
+        &self,
+        source_id: &str,
+        group_id: i64,
+        make_public: bool,
+    ) -> Result<()> {
         self.require_group(group_id).await?;
-        self.db
-            .revoke_source_id_read_access(source_id, group_id)
-            .await?;
-        self.directory.invalidate();
-        Ok(())
+        match self
+            .db
+            .revoke_source_id_read_access(source_id, group_id, make_public)
+            .await?
+        {
+            Revoked::LastGrant => Err(CoreError::Rejected(format!(
+                "This group is the only one with read access to {source_id}; revoking it would \
+                 make the source readable by everyone. Grant another group first, or pass \
+                 makePublic: true."
+            ))),
+            Revoked::Removed | Revoked::NotGranted => {
+                self.directory.invalidate();
+                Ok(())
+            }
+        }
     }
 
     async fn policy_for(&self, user_id: i64) -> Result<AccessPolicy> {
