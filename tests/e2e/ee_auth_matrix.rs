@@ -152,6 +152,7 @@ fn rows(f: &Fixture) -> Vec<Row> {
             json!({}),
         ),
         row("me", AnyToken, "{ me { id email } }", json!({})),
+        row("jobs", Session, "{ jobs }", json!({})),
         row(
             "users",
             Session,

@@ -8,6 +8,39 @@ use std::collections::HashSet;
 
 use tabby_common::api::code::AllowedCodeRepository;
 
+use crate::{CoreError, Result};
+
+/// A change to one membership of a group, as [`check_membership_change`] judges it.
+#[derive(Clone, Copy, Debug)]
+pub struct MembershipChange {
+    pub caller_is_admin: bool,
+    pub caller_is_group_admin: bool,
+    /// Whether the member is a group admin of the group now.
+    pub member_is_group_admin: bool,
+    /// `Some(is_group_admin)` to add or update the membership, `None` to remove it.
+    pub upsert: Option<bool>,
+}
+
+/// Admins change any membership; a group admin adds, updates and removes the group's
+/// non-admin members and never makes anyone a group admin; nobody else changes memberships.
+pub fn check_membership_change(change: MembershipChange) -> Result<()> {
+    if change.caller_is_admin {
+        return Ok(());
+    }
+    match change.upsert {
+        _ if !change.caller_is_group_admin => Err(CoreError::Forbidden(
+            "You must be admin or a group admin to change its members",
+        )),
+        Some(makes_group_admin) if makes_group_admin || change.member_is_group_admin => Err(
+            CoreError::Forbidden("Only admins can grant or change group admin membership"),
+        ),
+        None if change.member_is_group_admin => Err(CoreError::Forbidden(
+            "You must be admin or a group admin to remove non-admin members",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// What [`AccessPolicy::can_read_answer`] needs to know about one Answer Engine message.
 #[derive(Clone, Copy, Debug)]
 pub struct AnswerSources<'a> {
@@ -160,5 +193,30 @@ mod tests {
         assert!(reader.can_read_thread(2, true));
         assert!(!reader.can_change_thread(1));
         assert!(admin.can_change_thread(1));
+    }
+
+    #[test]
+    fn who_changes_group_memberships() {
+        let change = |caller_is_admin, caller_is_group_admin, member_is_group_admin, upsert| {
+            check_membership_change(MembershipChange {
+                caller_is_admin,
+                caller_is_group_admin,
+                member_is_group_admin,
+                upsert,
+            })
+            .is_ok()
+        };
+        // Admins: anything.
+        assert!(change(true, false, true, Some(true)));
+        assert!(change(true, false, true, None));
+        // Group admins: non-admin members only, never granting group admin.
+        assert!(change(false, true, false, Some(false)));
+        assert!(change(false, true, false, None));
+        assert!(!change(false, true, false, Some(true)));
+        assert!(!change(false, true, true, Some(false)));
+        assert!(!change(false, true, true, None));
+        // Members: nothing.
+        assert!(!change(false, false, false, Some(false)));
+        assert!(!change(false, false, false, None));
     }
 }

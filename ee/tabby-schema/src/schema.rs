@@ -19,6 +19,7 @@ use crate::{
         CreateCustomDocumentInput, CustomDocumentConnection, IngestionStats, JobRunConnection,
         JobService, JobStats, Notification,
     },
+    policy::{MembershipChange, check_membership_change},
     relay::{Page, RelayArgs},
     repository::{
         GitRepositoryConnection, Repository, RepositoryService, validate_git_url,
@@ -406,9 +407,10 @@ impl Query {
             .await
     }
 
-    /// The background jobs this server runs.
-    fn jobs() -> Vec<String> {
-        crate::job_names().iter().map(|s| s.to_string()).collect()
+    /// The background jobs this server runs (signed-in users).
+    async fn jobs(ctx: &Context) -> Result<Vec<String>> {
+        check_user(ctx).await?;
+        Ok(crate::job_names().iter().map(|s| s.to_string()).collect())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -673,16 +675,12 @@ impl Mutation {
         let member = input.user_id.as_rowid()?;
         let groups = ctx.locator.user_group();
         if !user.is_admin {
-            if !groups.is_group_admin(user.id.as_rowid()?, group).await? {
-                return Err(CoreError::Forbidden(
-                    "You must be admin or a group admin to change its members",
-                ));
-            }
-            if input.is_group_admin || groups.is_group_admin(member, group).await? {
-                return Err(CoreError::Forbidden(
-                    "Only admins can grant or change group admin membership",
-                ));
-            }
+            check_membership_change(MembershipChange {
+                caller_is_admin: false,
+                caller_is_group_admin: groups.is_group_admin(user.id.as_rowid()?, group).await?,
+                member_is_group_admin: groups.is_group_admin(member, group).await?,
+                upsert: Some(input.is_group_admin),
+            })?;
         }
         groups
             .upsert_membership(group, member, input.is_group_admin)
@@ -699,13 +697,13 @@ impl Mutation {
         let group = user_group_id.as_rowid()?;
         let member = user_id.as_rowid()?;
         let groups = ctx.locator.user_group();
-        if !user.is_admin
-            && (!groups.is_group_admin(user.id.as_rowid()?, group).await?
-                || groups.is_group_admin(member, group).await?)
-        {
-            return Err(CoreError::Forbidden(
-                "You must be admin or a group admin to remove non-admin members",
-            ));
+        if !user.is_admin {
+            check_membership_change(MembershipChange {
+                caller_is_admin: false,
+                caller_is_group_admin: groups.is_group_admin(user.id.as_rowid()?, group).await?,
+                member_is_group_admin: groups.is_group_admin(member, group).await?,
+                upsert: None,
+            })?;
         }
         groups.delete_membership(group, member).await?;
         Ok(true)

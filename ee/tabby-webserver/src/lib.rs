@@ -10,6 +10,7 @@
 
 mod cron;
 mod directory;
+mod edge;
 mod ingestion;
 pub mod job;
 pub mod jwt;
@@ -110,6 +111,7 @@ impl Webserver {
             }),
             thread: Arc::new(service::thread::ThreadServiceImpl::new(db.clone())),
             job: jobs.clone(),
+            ingestion: service::ingestion::IngestionService::new(db.clone(), jobs.clone()),
         });
         Ok(Arc::new(Self {
             jobs,
@@ -176,7 +178,7 @@ impl Webserver {
                         axum::routing::delete(ingestion::delete_document),
                     )
                     .layer(axum::extract::DefaultBodyLimit::max(
-                        ingestion::MAX_INGESTION_BODY_BYTES,
+                        service::ingestion::MAX_INGESTION_BODY_BYTES,
                     )),
             )
             .with_state(self.clone())

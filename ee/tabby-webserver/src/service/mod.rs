@@ -3,6 +3,7 @@
 
 pub mod answer;
 pub mod auth;
+pub mod ingestion;
 pub mod repository;
 pub mod thread;
 pub mod usage;
@@ -30,6 +31,7 @@ pub struct Services {
     pub setting: Arc<SettingServiceImpl>,
     pub thread: Arc<thread::ThreadServiceImpl>,
     pub job: Arc<crate::job::JobService>,
+    pub ingestion: ingestion::IngestionService,
 }
 
 impl ServiceLocator for Services {
