@@ -17,6 +17,7 @@ pub mod password;
 pub mod ratelimit;
 mod routes;
 pub mod service;
+mod subscriptions;
 mod ui;
 mod usage_logger;
 

@@ -11,7 +11,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use juniper_axum::{extract::JuniperRequest, response::JuniperResponse};
-use juniper_graphql_ws::ConnectionConfig;
 use tabby_common::USER_HEADER_FIELD_NAME;
 use tabby_schema::{
     Context,
@@ -41,7 +40,7 @@ fn graphql_token(req: &Request) -> Option<String> {
 }
 
 impl Webserver {
-    async fn context(&self, token: Option<&str>, client: Option<SocketAddr>) -> Context {
+    pub(crate) async fn context(&self, token: Option<&str>, client: Option<SocketAddr>) -> Context {
         let claims = match token {
             Some(token) => self.services.auth.verify_any_token(token).await.ok(),
             None => None,
@@ -121,14 +120,11 @@ pub async fn graphiql() -> Response {
         .into_response()
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InitError(String);
-
 /// `GET /subscriptions`: GraphQL over WebSocket, `graphql-transport-ws` or the legacy
 /// `graphql-ws`, chosen by the client's `Sec-WebSocket-Protocol`. The token travels in the
 /// `connection_init` payload as `{"authorization": "Bearer <token>"}`; a connection without
-/// one is anonymous, one with a bad token is refused.
+/// one is anonymous, one with a bad token is refused. See [`crate::subscriptions`] for the
+/// limits and the session checks.
 pub async fn subscriptions(
     State(server): State<Arc<Webserver>>,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -137,33 +133,9 @@ pub async fn subscriptions(
     let client = client.map(|Extension(ConnectInfo(addr))| addr);
     upgrade
         .protocols(["graphql-transport-ws", "graphql-ws"])
-        .on_upgrade(move |socket| {
-            let schema = server.schema.clone();
-            let init = move |params: juniper::Variables| async move {
-                let token = params
-                    .get("authorization")
-                    .and_then(|v| v.as_scalar())
-                    .and_then(|s| juniper::ScalarValue::try_as_str(s))
-                    .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string());
-                let ctx = match token.as_deref() {
-                    None | Some("") => server.context(None, client).await,
-                    Some(token) => {
-                        let ctx = server.context(Some(token), client).await;
-                        if ctx.claims.is_none() {
-                            return Err(InitError("Invalid or expired token".into()));
-                        }
-                        ctx
-                    }
-                };
-                Ok(ConnectionConfig::new(ctx)
-                    .with_max_in_flight_operations(16)
-                    .with_keep_alive_interval(std::time::Duration::from_secs(15))
-                    // Clients need not ping (graphql-ws and our UI don't): with juniper's
-                    // default timeout every answer longer than 15 s was cut off.
-                    .with_keep_alive_timeout(std::time::Duration::ZERO))
-            };
-            juniper_axum::subscriptions::serve_ws(socket, schema, init)
-        })
+        .max_message_size(crate::subscriptions::MAX_MESSAGE_BYTES)
+        .max_frame_size(crate::subscriptions::MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| crate::subscriptions::serve(socket, server, client))
 }
 
 /// `GET /background-jobs/{id}/logs`: a run's log as text, for admins with a session JWT
