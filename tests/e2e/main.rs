@@ -17,6 +17,7 @@ mod ee_policy;
 mod ee_security;
 mod ee_subscriptions;
 mod ee_usage;
+mod ee_web_security;
 mod errors;
 mod eval_cli;
 mod events;

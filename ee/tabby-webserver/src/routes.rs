@@ -19,25 +19,30 @@ use tabby_schema::{
 
 use crate::Webserver;
 
-/// The token of a GraphQL request: `?access_token=` first, else `Authorization: Bearer <t>`
-/// (exactly that scheme, as upstream's `AuthBearer`).
-fn graphql_token(req: &Request) -> Option<String> {
-    let from_query = req.uri().query().and_then(|q| {
+/// The token of a request: `Authorization: Bearer <t>` (exactly that scheme, as upstream's
+/// `AuthBearer`).
+fn bearer_token(req: &Request) -> Option<String> {
+    req.headers()
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// Whether the URL carries a token (`?access_token=`, as upstream accepted): URLs end up in
+/// proxy logs, browser histories and `Referer` headers, so such a request is refused rather
+/// than served or treated as anonymous.
+fn token_in_query(req: &Request) -> bool {
+    req.uri().query().is_some_and(|q| {
         q.split('&')
-            .filter_map(|pair| pair.split_once('='))
-            .find(|(k, _)| *k == "access_token")
-            .map(|(_, v)| v.to_string())
-    });
-    from_query.filter(|t| !t.is_empty()).or_else(|| {
-        req.headers()
-            .get(header::AUTHORIZATION)?
-            .to_str()
-            .ok()?
-            .strip_prefix("Bearer ")
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
+            .any(|pair| pair.split_once('=').map_or(pair, |(k, _)| k) == "access_token")
     })
 }
+
+const TOKEN_IN_QUERY: &str = "tokens are not accepted in the URL's query string: send \
+                              `Authorization: Bearer <token>` instead";
 
 impl Webserver {
     pub(crate) async fn context(&self, token: Option<&str>, client: Option<SocketAddr>) -> Context {
@@ -54,33 +59,26 @@ impl Webserver {
     }
 }
 
-/// Drops `access_token` from the query string: juniper's `GET /graphql` extractor refuses
-/// unknown parameters, so `GET /graphql?query=…&access_token=…` would be a 400.
-fn strip_access_token(req: &mut Request) {
-    let Some(query) = req.uri().query() else {
-        return;
-    };
-    let is_token = |pair: &&str| pair.split_once('=').map_or(*pair, |(k, _)| k) == "access_token";
-    if !query.split('&').any(|pair| is_token(&pair)) {
-        return;
-    }
-    let kept: Vec<&str> = query.split('&').filter(|pair| !is_token(pair)).collect();
-    let path_and_query = if kept.is_empty() {
-        req.uri().path().to_string()
-    } else {
-        format!("{}?{}", req.uri().path(), kept.join("&"))
-    };
-    let mut parts = req.uri().clone().into_parts();
-    parts.path_and_query = path_and_query.parse().ok();
-    if let Ok(uri) = axum::http::Uri::from_parts(parts) {
-        *req.uri_mut() = uri;
-    }
-}
-
 /// `POST /graphql` (and `GET /graphql?query=…`).
-pub async fn graphql(State(server): State<Arc<Webserver>>, mut req: Request) -> Response {
-    let token = graphql_token(&req);
-    strip_access_token(&mut req);
+pub async fn graphql(State(server): State<Arc<Webserver>>, req: Request) -> Response {
+    if token_in_query(&req) {
+        let mut response = (
+            StatusCode::UNAUTHORIZED,
+            Json(serde_json::json!({
+                "errors": [{
+                    "message": TOKEN_IN_QUERY,
+                    "extensions": {"code": "UNAUTHORIZED"},
+                }]
+            })),
+        )
+            .into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"tabby\""),
+        );
+        return response;
+    }
+    let token = bearer_token(&req);
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -139,13 +137,16 @@ pub async fn subscriptions(
 }
 
 /// `GET /background-jobs/{id}/logs`: a run's log as text, for admins with a session JWT
-/// (header or `?access_token=`).
+/// (`Authorization: Bearer`; the UI fetches it with the header).
 pub async fn job_logs(
     State(server): State<Arc<Webserver>>,
     axum::extract::Path(id): axum::extract::Path<String>,
     req: Request,
 ) -> Response {
-    let Some(token) = graphql_token(&req) else {
+    if token_in_query(&req) {
+        return json_error(StatusCode::UNAUTHORIZED, TOKEN_IN_QUERY);
+    }
+    let Some(token) = bearer_token(&req) else {
         return json_error(StatusCode::UNAUTHORIZED, "missing token: sign in");
     };
     let claims = match server.services.auth.verify_access_token(&token).await {
