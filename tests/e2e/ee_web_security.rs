@@ -43,3 +43,50 @@ async fn ee_web_a_token_in_the_query_string_is_refused() {
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["data"]["me"]["email"], "owner@example.com", "{body}");
 }
+
+async fn metrics_status(server: &TabbyServer, authorization: Option<&str>) -> u16 {
+    let mut request = client().get(server.url("/metrics"));
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// With `[security] metrics_token`, a scraper without the token (or with a user's session)
+/// gets a 401; with `Bearer <token>` the metrics. `TABBY_METRICS_TOKEN` overrides the file.
+#[tokio::test]
+async fn ee_web_metrics_require_the_configured_token() {
+    let config = "[security]\nmetrics_token = \"scrape-0b6d2e4a7f1c\"\n";
+    let server = TabbyServer::start_ee(config, &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    for wrong in [
+        None,
+        Some("Bearer scrape-0b6d2e4a7f1"),
+        Some("Bearer scrape-0b6d2e4a7f1cc"),
+        Some("scrape-0b6d2e4a7f1c"),
+        Some(bearer(&owner.access_token).as_str()),
+    ] {
+        assert_eq!(metrics_status(&server, wrong).await, 401, "{wrong:?}");
+    }
+    let response = client().get(server.url("/metrics")).send().await.unwrap();
+    assert!(response.headers().get("www-authenticate").is_some());
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("metrics_token"),
+        "{body}"
+    );
+    assert_eq!(
+        metrics_status(&server, Some("Bearer scrape-0b6d2e4a7f1c")).await,
+        200
+    );
+
+    let server = TabbyServer::start_ee(config, &[("TABBY_METRICS_TOKEN", "from-the-env-1234")]);
+    assert_eq!(
+        metrics_status(&server, Some("Bearer scrape-0b6d2e4a7f1c")).await,
+        401
+    );
+    assert_eq!(
+        metrics_status(&server, Some("Bearer from-the-env-1234")).await,
+        200
+    );
+}

@@ -53,6 +53,10 @@ pub struct SecurityConfig {
     /// Days an invitation code can be used to register.
     #[serde(default = "default_invitation_expiry_days")]
     pub invitation_expiry_days: u32,
+    /// When set, `GET /metrics` requires `Authorization: Bearer <metrics_token>`
+    /// (`TABBY_METRICS_TOKEN` overrides it). Unset: `/metrics` is open.
+    #[serde(default)]
+    pub metrics_token: Option<String>,
 }
 
 fn default_graphql_max_batch() -> usize {
@@ -69,6 +73,7 @@ impl Default for SecurityConfig {
             fetch_allowed_hosts: Vec::new(),
             graphql_max_batch: default_graphql_max_batch(),
             invitation_expiry_days: default_invitation_expiry_days(),
+            metrics_token: None,
         }
     }
 }
@@ -536,6 +541,16 @@ impl SecurityConfig {
             return Err((
                 "security.invitation_expiry_days".into(),
                 "must be at least 1 day".into(),
+            ));
+        }
+        if self
+            .metrics_token
+            .as_ref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            return Err((
+                "security.metrics_token".into(),
+                "must not be empty (remove the key to leave /metrics open)".into(),
             ));
         }
         for (i, root) in self.local_repository_roots.iter().enumerate() {
