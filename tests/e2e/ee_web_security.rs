@@ -90,3 +90,79 @@ async fn ee_web_metrics_require_the_configured_token() {
         200
     );
 }
+
+/// `/graphiql` loads nothing from another origin: the page names only same-origin assets, has
+/// no inline script, and it and every asset it references are served (200) under a CSP with
+/// `script-src 'self'`.
+#[tokio::test]
+async fn ee_web_graphiql_is_served_from_embedded_assets_under_the_csp() {
+    let server = TabbyServer::start_ee("", &[]);
+    let csp_of = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get("content-security-policy")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let response = client().get(server.url("/graphiql")).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let csp = csp_of(&response);
+    for directive in [
+        "script-src 'self'",
+        "default-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(directive), "{directive} missing in {csp}");
+    }
+    assert!(!csp.contains("unsafe-eval") && !csp.contains('*'), "{csp}");
+    let html = response.text().await.unwrap();
+    assert!(
+        !html.contains("http://") && !html.contains("https://") && !html.contains("//cdn"),
+        "{html}"
+    );
+    let mut assets = Vec::new();
+    for attribute in ["src=\"", "href=\""] {
+        for (i, _) in html.match_indices(attribute) {
+            let rest = &html[i + attribute.len()..];
+            assets.push(rest[..rest.find('"').unwrap()].to_string());
+        }
+    }
+    assert_eq!(
+        html.matches("<script").count(),
+        html.matches("<script src=\"/").count(),
+        "an inline script: {html}"
+    );
+    assert!(assets.len() >= 5, "{assets:?}");
+    let mut total = 0;
+    for asset in &assets {
+        assert!(asset.starts_with("/graphiql/assets/"), "{asset}");
+        let response = client().get(server.url(asset)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{asset}");
+        assert!(csp_of(&response).contains("script-src 'self'"), "{asset}");
+        let kind = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let expected = if asset.ends_with(".js") {
+            "text/javascript"
+        } else {
+            "text/css"
+        };
+        assert!(kind.starts_with(expected), "{asset}: {kind}");
+        let body = response.bytes().await.unwrap();
+        total += body.len();
+        if asset.ends_with(".css") {
+            // Fonts and icons are inlined, never fetched from elsewhere.
+            let text = String::from_utf8_lossy(&body);
+            assert!(!text.contains("url(http"), "{asset}");
+        }
+    }
+    assert!(total < 2 * 1024 * 1024, "GraphiQL weighs {total} bytes");
+    let missing = client()
+        .get(server.url("/graphiql/assets/..%2Fsecret"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+}

@@ -10,6 +10,7 @@
 
 mod cron;
 mod directory;
+mod graphiql;
 mod ingestion;
 pub mod job;
 pub mod jwt;
@@ -162,7 +163,8 @@ impl Webserver {
     pub fn routes(self: &Arc<Self>) -> Router {
         Router::new()
             .route("/graphql", get(routes::graphql).post(routes::graphql))
-            .route("/graphiql", get(routes::graphiql))
+            .route("/graphiql", get(graphiql::page))
+            .route("/graphiql/assets/{name}", get(graphiql::asset))
             .route("/subscriptions", get(routes::subscriptions))
             .route("/background-jobs/{id}/logs", get(routes::job_logs))
             .merge(

@@ -1,5 +1,5 @@
-//! HTTP entry points of the enterprise layer: GraphQL over POST, the GraphiQL page,
-//! subscriptions over WebSocket, and the token check in front of the editors' REST API.
+//! HTTP entry points of the enterprise layer: GraphQL over POST, subscriptions over WebSocket,
+//! and the token check in front of the editors' REST API.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -109,13 +109,6 @@ pub async fn graphql(State(server): State<Arc<Webserver>>, req: Request) -> Resp
     }
     let ctx = server.context(token.as_deref(), client).await;
     JuniperResponse(request.execute(&*server.schema, &ctx).await).into_response()
-}
-
-/// `GET /graphiql`: the in-browser IDE.
-pub async fn graphiql() -> Response {
-    juniper_axum::graphiql("/graphql", "/subscriptions")()
-        .await
-        .into_response()
 }
 
 /// `GET /subscriptions`: GraphQL over WebSocket, `graphql-transport-ws` or the legacy
