@@ -8,6 +8,7 @@ mod chat;
 mod completions;
 mod config;
 mod ee_answer;
+mod ee_answer_limits;
 mod ee_auth;
 mod ee_auth_matrix;
 mod ee_browser;

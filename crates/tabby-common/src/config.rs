@@ -356,6 +356,14 @@ pub struct AnswerConfig {
     /// Most tokens of one answer (bounds what one question costs).
     #[serde(default = "default_answer_max_tokens")]
     pub max_tokens: u32,
+    /// Answer runs one user may have generating at once (over all their connections); one
+    /// more is refused until a run finishes.
+    #[serde(default = "default_max_runs_per_user")]
+    pub max_runs_per_user: usize,
+}
+
+fn default_max_runs_per_user() -> usize {
+    2
 }
 
 fn default_answer_max_tokens() -> u32 {
@@ -384,6 +392,7 @@ impl Default for AnswerConfig {
             presence_penalty: default_presence_penalty(),
             system_prompt: Self::default_system_prompt(),
             max_tokens: default_answer_max_tokens(),
+            max_runs_per_user: default_max_runs_per_user(),
         }
     }
 }
