@@ -69,7 +69,7 @@ async fn ee_tokens_on_rest_and_graphql() {
     assert_eq!(me_email(&server, &owner.auth_token).await, owner.email);
     let err = gql_err(&server, Some("nope"), "{ me { email } }", json!({})).await;
     assert_eq!(code(&err), Some("UNAUTHORIZED"), "{err}");
-    // The GraphQL token may also travel as `?access_token=`, over GET and POST.
+    // A token in the URL is refused (401), over GET and POST, even a valid one.
     let response = client()
         .get(server.url(&format!(
             "/graphql?query=%7Bme%7Bemail%7D%7D&access_token={}",
@@ -78,9 +78,16 @@ async fn ee_tokens_on_rest_and_graphql() {
         .send()
         .await
         .unwrap();
-    assert_eq!(response.status(), 200);
+    assert_eq!(response.status(), 401);
+    assert!(response.headers().get("www-authenticate").is_some());
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["data"]["me"]["email"], owner.email.as_str(), "{body}");
+    assert_eq!(code(&body["errors"][0]), Some("UNAUTHORIZED"), "{body}");
+    assert!(
+        body["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Authorization: Bearer")),
+        "{body}"
+    );
     let body = graphql(
         &server.url(&format!("/graphql?access_token={}", owner.auth_token)),
         None,
@@ -88,7 +95,8 @@ async fn ee_tokens_on_rest_and_graphql() {
         json!({}),
     )
     .await;
-    assert_eq!(body["data"]["me"]["email"], owner.email.as_str(), "{body}");
+    assert!(body["data"].is_null(), "{body}");
+    assert_eq!(code(&body["errors"][0]), Some("UNAUTHORIZED"), "{body}");
     // On GraphQL only the `Bearer` scheme carries a token (as upstream's `AuthBearer`).
     let response = client()
         .post(server.url("/graphql"))

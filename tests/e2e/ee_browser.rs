@@ -185,3 +185,45 @@ async fn ee_ui_pages_are_served_with_a_strict_content_security_policy() {
         assert_eq!(response.headers()["x-frame-options"], "DENY", "{path}");
     }
 }
+
+/// GraphiQL runs in a real browser from the embedded assets, under its CSP, with no request
+/// leaving the server: a query with the UI's stored session returns the user.
+#[tokio::test]
+async fn ee_browser_graphiql_runs_a_query_under_its_csp() {
+    assert!(
+        Path::new("/usr/bin/chromium").exists(),
+        "this test needs Debian's chromium at /usr/bin/chromium (scripts/test.sh installs it)"
+    );
+    npm_ci(
+        &tests_dir("browser"),
+        "node_modules/playwright-core/package.json",
+    );
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let out = tokio::task::spawn_blocking({
+        let url = server.url("");
+        let token = owner.access_token.clone();
+        move || {
+            Command::new("node")
+                .arg(tests_dir("browser").join("graphiql-test.mjs"))
+                .arg(url.trim_end_matches('/'))
+                .arg(token)
+                .output()
+                .expect("run node")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "GraphiQL in the browser failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("the script prints JSON");
+    assert!(
+        result["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("owner@example.com")),
+        "{result}"
+    );
+}

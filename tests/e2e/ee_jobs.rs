@@ -505,8 +505,15 @@ async fn ee_jobs_repository_run_exits_0_is_searchable_and_has_an_admin_only_log(
         .send()
         .await
         .unwrap();
-    assert_eq!(by_query.status().as_u16(), 200);
-    assert_eq!(by_query.text().await.unwrap(), text);
+    // A valid session in the URL is not a credential: 401.
+    assert_eq!(by_query.status().as_u16(), 401);
+    let body: Value = by_query.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("query string")),
+        "{body}"
+    );
 
     // Not for members, editors' tokens, bad tokens or nobody.
     let (status, _, body) = logs(&env.server, &run_id, Some(&bearer(&member.access_token))).await;

@@ -232,33 +232,161 @@ async fn ee_ping_over_legacy_graphql_ws() {
     );
 }
 
-/// A WebSocket opened with a session stays open across `logoutAllSessions`, but its next
-/// operation is refused: every operation verifies the connection's token again.
+/// The close frame the server sends within `limit`, skipping whatever came before it.
+async fn closed_within(socket: &mut Socket, limit: Duration) -> (u16, String) {
+    tokio::time::timeout(limit, async {
+        loop {
+            if let Received::Closed(frame) = receive(socket).await {
+                return frame.expect("a close frame with a code");
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the socket stayed open for {limit:?}"))
+}
+
+async fn signed_in_socket(server: &TabbyServer, token: &str) -> Socket {
+    let mut socket = connect(server, "graphql-transport-ws").await;
+    send(&mut socket, init(Some(token))).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    socket
+}
+
+/// A WebSocket opened with a session is closed (4403) as soon as another client runs
+/// `logoutAllSessions`; a socket of another user stays open.
 #[tokio::test]
-async fn ee_an_open_socket_loses_access_when_its_sessions_end() {
+async fn ee_a_socket_is_closed_when_its_sessions_end() {
     let server = TabbyServer::start_ee("", &[]);
     let owner = register_owner(&server, "owner@example.com").await;
-    let mut socket = connect(&server, "graphql-transport-ws").await;
-    send(&mut socket, init(Some(&owner.access_token))).await;
-    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    let member = invite_and_register(&server, &owner, "member@example.com").await;
+    let mut socket = signed_in_socket(&server, &owner.access_token).await;
+    let mut bystander = signed_in_socket(&server, &member.access_token).await;
     let ping = |id: &str| json!({"id": id, "type": "subscribe", "payload": {"query": "subscription { ping(count: 1) }"}});
     send(&mut socket, ping("1")).await;
     assert_eq!(
         receive_json(&mut socket).await,
         json!({"id": "1", "type": "next", "payload": {"data": {"ping": 1}}})
     );
-    assert_eq!(
-        receive_json(&mut socket).await,
-        json!({"id": "1", "type": "complete"})
-    );
 
+    // Another client (a fresh sign-in of the same user) signs out everywhere.
+    let other = gql_ok(
+        &server,
+        None,
+        "mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken } }",
+        json!({"e": owner.email, "p": PASSWORD}),
+    )
+    .await["tokenAuth"]["accessToken"]
+        .as_str()
+        .unwrap()
+        .to_string();
     gql_ok(
         &server,
-        Some(&owner.access_token),
+        Some(&other),
         "mutation { logoutAllSessions }",
         json!({}),
     )
     .await;
-    send(&mut socket, ping("2")).await;
-    assert_refused(&mut socket, "2", "next", "UNAUTHORIZED").await;
+    let (code, reason) = closed_within(&mut socket, Duration::from_secs(5)).await;
+    assert_eq!(code, 4403, "{reason}");
+    assert!(reason.contains("session ended"), "{reason}");
+
+    send(&mut bystander, ping("2")).await;
+    assert_eq!(
+        receive_json(&mut bystander).await,
+        json!({"id": "2", "type": "next", "payload": {"data": {"ping": 1}}})
+    );
+}
+
+/// Deactivating a user closes their open sockets, an editor's auth token's included.
+#[tokio::test]
+async fn ee_a_socket_is_closed_when_its_user_is_deactivated() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let member = invite_and_register(&server, &owner, "member@example.com").await;
+    let mut session = signed_in_socket(&server, &member.access_token).await;
+    let mut editor = signed_in_socket(&server, &member.auth_token).await;
+    gql_ok(
+        &server,
+        Some(&owner.access_token),
+        "mutation($id: ID!) { updateUserActive(id: $id, active: false) }",
+        json!({"id": member.id}),
+    )
+    .await;
+    for socket in [&mut session, &mut editor] {
+        let (code, reason) = closed_within(socket, Duration::from_secs(5)).await;
+        assert_eq!(code, 4403, "{reason}");
+    }
+}
+
+/// A socket signed in with a JWT is closed when the JWT expires, without any message from
+/// the client.
+#[tokio::test]
+async fn ee_a_socket_is_closed_when_its_token_expires() {
+    let server = TabbyServer::start_ee("", &[("TABBY_WEBSERVER_JWT_TOKEN_SECRET", JWT_SECRET)]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let now = now();
+    let short = mint_jwt(JWT_SECRET, &owner.id, now, now + 3);
+    let mut socket = signed_in_socket(&server, &short).await;
+    let (code, reason) = closed_within(&mut socket, Duration::from_secs(8)).await;
+    assert_eq!(code, 4403, "{reason}");
+}
+
+/// Before `connection_init` is accepted a peer may send at most 64 KiB in one message; a
+/// signed-in connection may send larger ones.
+#[tokio::test]
+async fn ee_a_large_message_before_connection_init_closes_the_socket() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let padding = " ".repeat(100 * 1024);
+
+    let mut socket = connect(&server, "graphql-transport-ws").await;
+    socket
+        .send(Message::text(format!(
+            "{{\"type\": \"connection_init\", \"payload\": {{}}}}{padding}"
+        )))
+        .await
+        .expect("send");
+    let (code, reason) = closed_within(&mut socket, Duration::from_secs(5)).await;
+    assert_eq!(code, 1009, "{reason}");
+    assert!(reason.contains("64 KiB"), "{reason}");
+
+    // Anonymous after init: still 64 KiB.
+    let mut socket = connect(&server, "graphql-transport-ws").await;
+    send(&mut socket, init(None)).await;
+    assert_eq!(receive_json(&mut socket).await["type"], "connection_ack");
+    send(
+        &mut socket,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": format!("{PING}{padding}")}}),
+    )
+    .await;
+    assert_eq!(
+        closed_within(&mut socket, Duration::from_secs(5)).await.0,
+        1009
+    );
+
+    let mut socket = signed_in_socket(&server, &owner.access_token).await;
+    send(
+        &mut socket,
+        json!({"id": "1", "type": "subscribe", "payload": {"query": format!("{PING}{padding}")}}),
+    )
+    .await;
+    assert_eq!(
+        receive_json(&mut socket).await,
+        json!({"id": "1", "type": "next", "payload": {"data": {"ping": 1}}})
+    );
+}
+
+/// A peer that never sends `connection_init` is closed after 10 s (4408).
+#[tokio::test]
+async fn ee_a_socket_without_connection_init_is_closed() {
+    let server = TabbyServer::start_ee("", &[]);
+    let mut socket = connect(&server, "graphql-transport-ws").await;
+    let started = std::time::Instant::now();
+    let (code, reason) = closed_within(&mut socket, Duration::from_secs(20)).await;
+    assert_eq!(code, 4408, "{reason}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        started.elapsed()
+    );
 }

@@ -53,6 +53,10 @@ pub struct SecurityConfig {
     /// Days an invitation code can be used to register.
     #[serde(default = "default_invitation_expiry_days")]
     pub invitation_expiry_days: u32,
+    /// When set, `GET /metrics` requires `Authorization: Bearer <metrics_token>`
+    /// (`TABBY_METRICS_TOKEN` overrides it). Unset: `/metrics` is open.
+    #[serde(default)]
+    pub metrics_token: Option<String>,
 }
 
 fn default_graphql_max_batch() -> usize {
@@ -69,6 +73,7 @@ impl Default for SecurityConfig {
             fetch_allowed_hosts: Vec::new(),
             graphql_max_batch: default_graphql_max_batch(),
             invitation_expiry_days: default_invitation_expiry_days(),
+            metrics_token: None,
         }
     }
 }
@@ -351,6 +356,14 @@ pub struct AnswerConfig {
     /// Most tokens of one answer (bounds what one question costs).
     #[serde(default = "default_answer_max_tokens")]
     pub max_tokens: u32,
+    /// Answer runs one user may have generating at once (over all their connections); one
+    /// more is refused until a run finishes.
+    #[serde(default = "default_max_runs_per_user")]
+    pub max_runs_per_user: usize,
+}
+
+fn default_max_runs_per_user() -> usize {
+    2
 }
 
 fn default_answer_max_tokens() -> u32 {
@@ -379,6 +392,7 @@ impl Default for AnswerConfig {
             presence_penalty: default_presence_penalty(),
             system_prompt: Self::default_system_prompt(),
             max_tokens: default_answer_max_tokens(),
+            max_runs_per_user: default_max_runs_per_user(),
         }
     }
 }
@@ -536,6 +550,16 @@ impl SecurityConfig {
             return Err((
                 "security.invitation_expiry_days".into(),
                 "must be at least 1 day".into(),
+            ));
+        }
+        if self
+            .metrics_token
+            .as_ref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            return Err((
+                "security.metrics_token".into(),
+                "must not be empty (remove the key to leave /metrics open)".into(),
             ));
         }
         for (i, root) in self.local_repository_roots.iter().enumerate() {

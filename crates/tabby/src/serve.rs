@@ -31,6 +31,8 @@ use crate::{
 
 /// How long shutdown waits for open connections (e.g. chat streams) before closing them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Overrides `[security] metrics_token`.
+const METRICS_TOKEN_ENV: &str = "TABBY_METRICS_TOKEN";
 
 pub struct ServeOptions {
     pub host: String,
@@ -122,7 +124,11 @@ pub fn build_app(
         search_params: config.answer.code_search_params.clone(),
     });
 
-    let metrics = Metrics::default();
+    let metrics_token = std::env::var(METRICS_TOKEN_ENV)
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .or_else(|| config.security.metrics_token.clone());
+    let metrics = Metrics::new(metrics_token.as_deref().map(str::trim));
     let openapi = serde_json::to_value(<ApiDoc as utoipa::OpenApi>::openapi())
         .context("cannot render the OpenAPI document")?;
     let mut api = routes::api_router(state);

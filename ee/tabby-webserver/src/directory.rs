@@ -102,6 +102,10 @@ pub struct Directory {
     security: SecurityConfig,
     snapshot: RwLock<Option<Arc<Snapshot>>>,
     generation: AtomicU64,
+    /// Bumped by every invalidation, so open WebSockets re-check their session at once.
+    changes: tokio::sync::watch::Sender<u64>,
+    /// One load at a time: after an invalidation every open WebSocket asks at once.
+    load: tokio::sync::Mutex<()>,
 }
 
 impl Directory {
@@ -116,6 +120,8 @@ impl Directory {
             security,
             snapshot: RwLock::new(None),
             generation: AtomicU64::new(0),
+            changes: tokio::sync::watch::Sender::new(0),
+            load: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -131,15 +137,27 @@ impl Directory {
     pub fn invalidate(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = None;
+        self.changes.send_modify(|n| *n += 1);
     }
 
-    pub async fn snapshot(&self) -> anyhow::Result<Arc<Snapshot>> {
-        if let Some(snapshot) = self
-            .snapshot
+    /// Wakes on every invalidation (sessions ended, users deactivated, grants changed, …).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn cached(&self) -> Option<Arc<Snapshot>> {
+        self.snapshot
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-        {
+    }
+
+    pub async fn snapshot(&self) -> anyhow::Result<Arc<Snapshot>> {
+        if let Some(snapshot) = self.cached() {
+            return Ok(snapshot);
+        }
+        let _loading = self.load.lock().await;
+        if let Some(snapshot) = self.cached() {
             return Ok(snapshot);
         }
         let generation = self.generation.load(Ordering::SeqCst);

@@ -98,6 +98,13 @@ impl JwtKeys {
             jsonwebtoken::decode::<JwtClaims>(token, &self.decoding, &self.validation).ok()?;
         Some((decode_id(&data.claims.sub)?, data.claims.sep))
     }
+
+    /// When a valid, unexpired token expires.
+    pub fn expires_at(&self, token: &str) -> Option<DateTime<Utc>> {
+        let data =
+            jsonwebtoken::decode::<JwtClaims>(token, &self.decoding, &self.validation).ok()?;
+        DateTime::from_timestamp(data.claims.exp, 0)
+    }
 }
 
 #[cfg(test)]
@@ -111,6 +118,10 @@ mod tests {
         let keys = JwtKeys::new(SECRET).unwrap();
         let (token, exp) = keys.issue(7, 0).unwrap();
         assert_eq!(keys.verify(&token), Some(7));
+        assert_eq!(
+            keys.expires_at(&token).map(|t| t.timestamp()),
+            Some(exp.timestamp())
+        );
         let minutes = (exp - Utc::now()).num_minutes();
         assert!((29..=30).contains(&minutes), "{minutes}");
 

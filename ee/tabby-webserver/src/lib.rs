@@ -11,6 +11,7 @@
 mod cron;
 mod directory;
 mod edge;
+mod graphiql;
 mod ingestion;
 pub mod job;
 pub mod jwt;
@@ -18,6 +19,7 @@ pub mod password;
 pub mod ratelimit;
 mod routes;
 pub mod service;
+mod subscriptions;
 mod ui;
 mod usage_logger;
 
@@ -163,7 +165,8 @@ impl Webserver {
     pub fn routes(self: &Arc<Self>) -> Router {
         Router::new()
             .route("/graphql", get(routes::graphql).post(routes::graphql))
-            .route("/graphiql", get(routes::graphiql))
+            .route("/graphiql", get(graphiql::page))
+            .route("/graphiql/assets/{name}", get(graphiql::asset))
             .route("/subscriptions", get(routes::subscriptions))
             .route("/background-jobs/{id}/logs", get(routes::job_logs))
             .merge(

@@ -1,5 +1,5 @@
-//! HTTP entry points of the enterprise layer: GraphQL over POST, the GraphiQL page,
-//! subscriptions over WebSocket, and the token check in front of the editors' REST API.
+//! HTTP entry points of the enterprise layer: GraphQL over POST, subscriptions over WebSocket,
+//! and the token check in front of the editors' REST API.
 
 use std::{net::SocketAddr, sync::Arc};
 
@@ -11,7 +11,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use juniper_axum::{extract::JuniperRequest, response::JuniperResponse};
-use juniper_graphql_ws::ConnectionConfig;
 use tabby_common::USER_HEADER_FIELD_NAME;
 use tabby_schema::{
     Context,
@@ -20,28 +19,33 @@ use tabby_schema::{
 
 use crate::Webserver;
 
-/// The token of a GraphQL request: `?access_token=` first, else `Authorization: Bearer <t>`
-/// (exactly that scheme, as upstream's `AuthBearer`).
-fn graphql_token(req: &Request) -> Option<String> {
-    let from_query = req.uri().query().and_then(|q| {
+/// The token of a request: `Authorization: Bearer <t>` (exactly that scheme, as upstream's
+/// `AuthBearer`).
+fn bearer_token(req: &Request) -> Option<String> {
+    req.headers()
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// Whether the URL carries a token (`?access_token=`, as upstream accepted): URLs end up in
+/// proxy logs, browser histories and `Referer` headers, so such a request is refused rather
+/// than served or treated as anonymous.
+fn token_in_query(req: &Request) -> bool {
+    req.uri().query().is_some_and(|q| {
         q.split('&')
-            .filter_map(|pair| pair.split_once('='))
-            .find(|(k, _)| *k == "access_token")
-            .map(|(_, v)| v.to_string())
-    });
-    from_query.filter(|t| !t.is_empty()).or_else(|| {
-        req.headers()
-            .get(header::AUTHORIZATION)?
-            .to_str()
-            .ok()?
-            .strip_prefix("Bearer ")
-            .map(|t| t.trim().to_string())
-            .filter(|t| !t.is_empty())
+            .any(|pair| pair.split_once('=').map_or(pair, |(k, _)| k) == "access_token")
     })
 }
 
+const TOKEN_IN_QUERY: &str = "tokens are not accepted in the URL's query string: send \
+                              `Authorization: Bearer <token>` instead";
+
 impl Webserver {
-    async fn context(&self, token: Option<&str>, client: Option<SocketAddr>) -> Context {
+    pub(crate) async fn context(&self, token: Option<&str>, client: Option<SocketAddr>) -> Context {
         let claims = match token {
             Some(token) => self.services.auth.verify_any_token(token).await.ok(),
             None => None,
@@ -55,33 +59,26 @@ impl Webserver {
     }
 }
 
-/// Drops `access_token` from the query string: juniper's `GET /graphql` extractor refuses
-/// unknown parameters, so `GET /graphql?query=…&access_token=…` would be a 400.
-fn strip_access_token(req: &mut Request) {
-    let Some(query) = req.uri().query() else {
-        return;
-    };
-    let is_token = |pair: &&str| pair.split_once('=').map_or(*pair, |(k, _)| k) == "access_token";
-    if !query.split('&').any(|pair| is_token(&pair)) {
-        return;
-    }
-    let kept: Vec<&str> = query.split('&').filter(|pair| !is_token(pair)).collect();
-    let path_and_query = if kept.is_empty() {
-        req.uri().path().to_string()
-    } else {
-        format!("{}?{}", req.uri().path(), kept.join("&"))
-    };
-    let mut parts = req.uri().clone().into_parts();
-    parts.path_and_query = path_and_query.parse().ok();
-    if let Ok(uri) = axum::http::Uri::from_parts(parts) {
-        *req.uri_mut() = uri;
-    }
-}
-
 /// `POST /graphql` (and `GET /graphql?query=…`).
-pub async fn graphql(State(server): State<Arc<Webserver>>, mut req: Request) -> Response {
-    let token = graphql_token(&req);
-    strip_access_token(&mut req);
+pub async fn graphql(State(server): State<Arc<Webserver>>, req: Request) -> Response {
+    if token_in_query(&req) {
+        let mut response = (
+            StatusCode::UNAUTHORIZED,
+            Json(serde_json::json!({
+                "errors": [{
+                    "message": TOKEN_IN_QUERY,
+                    "extensions": {"code": "UNAUTHORIZED"},
+                }]
+            })),
+        )
+            .into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"tabby\""),
+        );
+        return response;
+    }
+    let token = bearer_token(&req);
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -114,21 +111,11 @@ pub async fn graphql(State(server): State<Arc<Webserver>>, mut req: Request) -> 
     JuniperResponse(request.execute(&*server.schema, &ctx).await).into_response()
 }
 
-/// `GET /graphiql`: the in-browser IDE.
-pub async fn graphiql() -> Response {
-    juniper_axum::graphiql("/graphql", "/subscriptions")()
-        .await
-        .into_response()
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InitError(String);
-
 /// `GET /subscriptions`: GraphQL over WebSocket, `graphql-transport-ws` or the legacy
 /// `graphql-ws`, chosen by the client's `Sec-WebSocket-Protocol`. The token travels in the
 /// `connection_init` payload as `{"authorization": "Bearer <token>"}`; a connection without
-/// one is anonymous, one with a bad token is refused.
+/// one is anonymous, one with a bad token is refused. See [`crate::subscriptions`] for the
+/// limits and the session checks.
 pub async fn subscriptions(
     State(server): State<Arc<Webserver>>,
     client: Option<Extension<ConnectInfo<SocketAddr>>>,
@@ -137,43 +124,22 @@ pub async fn subscriptions(
     let client = client.map(|Extension(ConnectInfo(addr))| addr);
     upgrade
         .protocols(["graphql-transport-ws", "graphql-ws"])
-        .on_upgrade(move |socket| {
-            let schema = server.schema.clone();
-            let init = move |params: juniper::Variables| async move {
-                let token = params
-                    .get("authorization")
-                    .and_then(|v| v.as_scalar())
-                    .and_then(|s| juniper::ScalarValue::try_as_str(s))
-                    .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string());
-                let ctx = match token.as_deref() {
-                    None | Some("") => server.context(None, client).await,
-                    Some(token) => {
-                        let ctx = server.context(Some(token), client).await;
-                        if ctx.claims.is_none() {
-                            return Err(InitError("Invalid or expired token".into()));
-                        }
-                        ctx
-                    }
-                };
-                Ok(ConnectionConfig::new(ctx)
-                    .with_max_in_flight_operations(16)
-                    .with_keep_alive_interval(std::time::Duration::from_secs(15))
-                    // Clients need not ping (graphql-ws and our UI don't): with juniper's
-                    // default timeout every answer longer than 15 s was cut off.
-                    .with_keep_alive_timeout(std::time::Duration::ZERO))
-            };
-            juniper_axum::subscriptions::serve_ws(socket, schema, init)
-        })
+        .max_message_size(crate::subscriptions::MAX_MESSAGE_BYTES)
+        .max_frame_size(crate::subscriptions::MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| crate::subscriptions::serve(socket, server, client))
 }
 
 /// `GET /background-jobs/{id}/logs`: a run's log as text, for admins with a session JWT
-/// (header or `?access_token=`).
+/// (`Authorization: Bearer`; the UI fetches it with the header).
 pub async fn job_logs(
     State(server): State<Arc<Webserver>>,
     axum::extract::Path(id): axum::extract::Path<String>,
     req: Request,
 ) -> Response {
-    let Some(token) = graphql_token(&req) else {
+    if token_in_query(&req) {
+        return json_error(StatusCode::UNAUTHORIZED, TOKEN_IN_QUERY);
+    }
+    let Some(token) = bearer_token(&req) else {
         return json_error(StatusCode::UNAUTHORIZED, "missing token: sign in");
     };
     let claims = match server.services.auth.verify_access_token(&token).await {

@@ -82,7 +82,24 @@ fn is_page(path: &str) -> bool {
             .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
+/// The UI's pages: same-origin scripts and connections only, never framed.
+const CSP: &str = "default-src 'self'; connect-src 'self'; img-src 'self' data:; \
+                   style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; \
+                   form-action 'self'";
+
 fn respond(req: &Request, status: StatusCode, name: &str, bytes: &'static [u8]) -> Response {
+    respond_with(req, status, name, bytes, CSP)
+}
+
+/// An embedded file with its content type, ETag and `no-cache`; HTML also gets `csp` and
+/// `X-Frame-Options: DENY`.
+pub(crate) fn respond_with(
+    req: &Request,
+    status: StatusCode,
+    name: &str,
+    bytes: &'static [u8],
+    csp: &'static str,
+) -> Response {
     let tag = etag(bytes);
     let cached = req
         .headers()
@@ -113,11 +130,7 @@ fn respond(req: &Request, status: StatusCode, name: &str, bytes: &'static [u8]) 
         headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(
-                "default-src 'self'; connect-src 'self'; img-src 'self' data:; \
-                 style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; \
-                 form-action 'self'",
-            ),
+            HeaderValue::from_static(csp),
         );
     }
     response

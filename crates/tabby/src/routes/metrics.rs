@@ -1,5 +1,6 @@
 //! Prometheus metrics for HTTP requests: a counter and a latency histogram per method, matched
-//! route and status, rendered in the text exposition format at `GET /metrics`.
+//! route and status, rendered in the text exposition format at `GET /metrics`, behind a bearer
+//! token when `[security] metrics_token` (or `TABBY_METRICS_TOKEN`) is set.
 
 use std::{
     collections::BTreeMap,
@@ -9,10 +10,13 @@ use std::{
 };
 
 use axum::{
+    Json,
     extract::{MatchedPath, Request, State},
+    http::{HeaderMap, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use sha2::{Digest, Sha256};
 
 const BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
@@ -26,12 +30,46 @@ struct Series {
     buckets: [u64; BUCKETS.len()],
 }
 
+/// (method, route, status) → its series.
+type SeriesMap = BTreeMap<(String, String, u16), Series>;
+
 #[derive(Default, Clone)]
 pub struct Metrics {
-    series: Arc<Mutex<BTreeMap<(String, String, u16), Series>>>,
+    series: Arc<Mutex<SeriesMap>>,
+    /// SHA-256 of the token `/metrics` requires; `None`: open.
+    token_digest: Option<[u8; 32]>,
 }
 
 impl Metrics {
+    /// Metrics whose page requires `Authorization: Bearer <token>` when `token` is set.
+    pub fn new(token: Option<&str>) -> Self {
+        Self {
+            series: Arc::default(),
+            token_digest: token.map(|t| Sha256::digest(t.as_bytes()).into()),
+        }
+    }
+
+    /// Whether the request may read the metrics. Digests of equal length are compared in
+    /// constant time, so neither the token's bytes nor its length leak through timing.
+    fn allows(&self, headers: &HeaderMap) -> bool {
+        let Some(expected) = &self.token_digest else {
+            return true;
+        };
+        let Some(given) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return false;
+        };
+        let given: [u8; 32] = Sha256::digest(given.trim().as_bytes()).into();
+        given
+            .iter()
+            .zip(expected)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+
     fn observe(&self, method: &str, path: &str, status: u16, seconds: f64) {
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
         let s = series
@@ -120,9 +158,49 @@ pub async fn track(State(metrics): State<Metrics>, request: Request, next: Next)
     response
 }
 
-pub async fn render(State(metrics): State<Metrics>) -> impl IntoResponse {
+pub async fn render(State(metrics): State<Metrics>, headers: HeaderMap) -> Response {
+    if !metrics.allows(&headers) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer realm=\"metrics\"")],
+            Json(serde_json::json!({
+                "error": "/metrics needs `Authorization: Bearer <token>` with the server's \
+                          metrics token (`[security] metrics_token`)"
+            })),
+        )
+            .into_response();
+    }
     (
         [("content-type", "text/plain; version=0.0.4")],
         metrics.render(),
     )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::AUTHORIZATION, authorization.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn the_token_is_required_only_when_set() {
+        assert!(Metrics::new(None).allows(&HeaderMap::new()));
+        let m = Metrics::new(Some("s3cret-metrics"));
+        assert!(m.allows(&headers("Bearer s3cret-metrics")));
+        for wrong in [
+            "Bearer s3cret-metric",
+            "Bearer s3cret-metricsx",
+            "Token s3cret-metrics",
+            "s3cret-metrics",
+            "Bearer ",
+        ] {
+            assert!(!m.allows(&headers(wrong)), "{wrong}");
+        }
+        assert!(!m.allows(&HeaderMap::new()));
+    }
 }

@@ -406,6 +406,11 @@ fn params_with_override(
 }
 
 impl AnswerEngine {
+    /// `[answer] max_runs_per_user`.
+    pub fn max_runs_per_user(&self) -> usize {
+        self.deps.config.max_runs_per_user
+    }
+
     pub fn new(db: DbConn, directory: Arc<Directory>, deps: AnswerDeps) -> Self {
         Self {
             db,

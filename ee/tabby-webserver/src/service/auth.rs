@@ -112,6 +112,11 @@ impl AuthServiceImpl {
         Ok((claims, snapshot))
     }
 
+    /// When a session JWT expires; `None` for auth tokens (and invalid tokens).
+    pub fn session_expiry(&self, token: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.jwt.expires_at(token)
+    }
+
     pub fn new(db: DbConn, jwt: Arc<JwtKeys>, directory: Arc<Directory>) -> Self {
         Self {
             db,

@@ -1,6 +1,9 @@
 //! [`ThreadService`] over SQLite: threads, messages and runs of the Answer Engine.
 
-use std::sync::{Arc, OnceLock};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock},
+};
 
 use async_trait::async_trait;
 use tabby_db::{Attachment, AttachmentClientCode, DbConn, Pagination, ThreadDAO, ThreadMessageDAO};
@@ -26,6 +29,26 @@ pub struct ThreadServiceImpl {
     db: DbConn,
     /// Set once the chat model is known (after the models load).
     pub answer: OnceLock<Arc<AnswerEngine>>,
+    /// User → their runs generating now.
+    runs: Arc<Mutex<HashMap<i64, usize>>>,
+}
+
+/// One counted run; dropping it (when the run's task ends) frees the user's slot.
+struct RunSlot {
+    runs: Arc<Mutex<HashMap<i64, usize>>>,
+    user_id: i64,
+}
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = runs.get_mut(&self.user_id) {
+            *count -= 1;
+            if *count == 0 {
+                runs.remove(&self.user_id);
+            }
+        }
+    }
 }
 
 fn thread(dao: ThreadDAO) -> Thread {
@@ -123,7 +146,26 @@ impl ThreadServiceImpl {
         Self {
             db,
             answer: OnceLock::new(),
+            runs: Arc::default(),
         }
+    }
+
+    /// Counts a new run of `user_id`, or refuses it when they already have
+    /// `[answer] max_runs_per_user` generating. The slot is held until the run's task ends.
+    fn reserve_run(&self, engine: &AnswerEngine, user_id: i64) -> Result<RunSlot> {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let count = runs.entry(user_id).or_default();
+        if *count >= engine.max_runs_per_user() {
+            return Err(CoreError::TooManyRequests(format!(
+                "too many answer runs in progress (at most {} per user); wait for one to finish",
+                engine.max_runs_per_user()
+            )));
+        }
+        *count += 1;
+        Ok(RunSlot {
+            runs: self.runs.clone(),
+            user_id,
+        })
     }
 
     fn engine(&self) -> Result<Arc<AnswerEngine>> {
@@ -158,6 +200,7 @@ impl ThreadServiceImpl {
     async fn start_run(
         &self,
         engine: Arc<AnswerEngine>,
+        slot: RunSlot,
         user_id: i64,
         thread_id: i64,
         user_message_id: i64,
@@ -203,6 +246,7 @@ impl ThreadServiceImpl {
             )))
             .await;
             engine.run(input, &mut sink).await;
+            drop(slot);
         });
         Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
             rx.recv().await.map(|item| (item, rx))
@@ -222,12 +266,14 @@ impl ThreadService for ThreadServiceImpl {
         let options = input.options.unwrap_or_default();
         options.validate()?;
         let engine = self.engine()?;
+        let slot = self.reserve_run(&engine, user_id)?;
         let thread_id = self.db.create_thread(user_id, true).await?;
         let user_message_id = self
             .add_user_message(thread_id, &input.thread.user_message)
             .await?;
         self.start_run(
             engine,
+            slot,
             user_id,
             thread_id,
             user_message_id,
@@ -258,11 +304,13 @@ impl ThreadService for ThreadServiceImpl {
             return Err(CoreError::Forbidden("You can only run your own threads"));
         }
         let engine = self.engine()?;
+        let slot = self.reserve_run(&engine, user_id)?;
         let user_message_id = self
             .add_user_message(thread_id, &input.additional_user_message)
             .await?;
         self.start_run(
             engine,
+            slot,
             user_id,
             thread_id,
             user_message_id,
