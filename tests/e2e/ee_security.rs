@@ -1059,3 +1059,50 @@ async fn ee_security_private_sources_and_other_users_stay_hidden_from_non_member
     .await;
     assert_eq!(by_id["users"]["edges"], json!([]), "{by_id}");
 }
+
+/// Guessing the invitation code of one e-mail: after 5 tries that e-mail is limited (from any
+/// address), while the address may still register others.
+#[tokio::test]
+async fn ee_security_guessing_an_invitation_code_is_limited_per_e_mail() {
+    let server = TabbyServer::start_ee("", &[]);
+    let owner = register_owner(&server, "owner@example.com").await;
+    let register = "mutation($e: String!, $c: String) { register(email: $e, password1: \"Passw0rd!x\", password2: \"Passw0rd!x\", name: \"x\", invitationCode: $c) { accessToken } }";
+    let url = server.url("/graphql");
+    let mut codes = Vec::new();
+    for i in 0..6 {
+        let body = graphql(
+            &url,
+            None,
+            register,
+            json!({"e": "Target@Example.com", "c": format!("guess-{i}")}),
+        )
+        .await;
+        assert!(body["data"].is_null(), "{body}");
+        codes.push(code(&body["errors"][0]).map(str::to_string));
+    }
+    assert!(
+        codes[..5]
+            .iter()
+            .all(|c| c.as_deref() != Some("TOO_MANY_REQUESTS")),
+        "{codes:?}"
+    );
+    let limited = graphql(
+        &url,
+        None,
+        register,
+        json!({"e": "target@example.com", "c": "guess-x"}),
+    )
+    .await;
+    assert_eq!(
+        code(&limited["errors"][0]),
+        Some("TOO_MANY_REQUESTS"),
+        "{limited}"
+    );
+    assert!(
+        error_message(&limited["errors"][0]).contains("e-mail"),
+        "{limited}"
+    );
+    // Another invitee from the same address is not affected.
+    let invited = invite_and_register(&server, &owner, "other@example.com").await;
+    assert_eq!(invited.email, "other@example.com");
+}

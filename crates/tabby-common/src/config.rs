@@ -360,6 +360,14 @@ pub struct AnswerConfig {
     /// more is refused until a run finishes.
     #[serde(default = "default_max_runs_per_user")]
     pub max_runs_per_user: usize,
+    /// Seconds an answer keeps generating after its last subscriber left; then it stops
+    /// (what was streamed stays stored), unless its thread was persisted meanwhile.
+    #[serde(default = "default_abandoned_run_grace_secs")]
+    pub abandoned_run_grace_secs: u64,
+}
+
+fn default_abandoned_run_grace_secs() -> u64 {
+    30
 }
 
 fn default_max_runs_per_user() -> usize {
@@ -393,6 +401,7 @@ impl Default for AnswerConfig {
             system_prompt: Self::default_system_prompt(),
             max_tokens: default_answer_max_tokens(),
             max_runs_per_user: default_max_runs_per_user(),
+            abandoned_run_grace_secs: default_abandoned_run_grace_secs(),
         }
     }
 }

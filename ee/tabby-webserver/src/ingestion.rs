@@ -12,12 +12,9 @@ use axum::{
 
 use crate::{
     Webserver,
+    edge::{WebError, bearer_token},
     service::ingestion::{IngestionError, IngestionRequest, IngestionService},
 };
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(serde_json::json!({ "error": message.into() }))).into_response()
-}
 
 fn failed(e: IngestionError) -> Response {
     let status = match e {
@@ -26,7 +23,7 @@ fn failed(e: IngestionError) -> Response {
         IngestionError::NotFound(_) => StatusCode::NOT_FOUND,
         IngestionError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
-    error(status, e.to_string())
+    WebError::new(status, e.to_string()).into_response()
 }
 
 fn service(server: &Webserver) -> &IngestionService {
@@ -35,7 +32,7 @@ fn service(server: &Webserver) -> &IngestionService {
 
 async fn authorized(server: &Webserver, headers: &HeaderMap) -> Result<(), Response> {
     service(server)
-        .authorize(crate::edge::bearer_token(headers))
+        .authorize(bearer_token(headers))
         .await
         .map_err(failed)
 }
@@ -50,7 +47,9 @@ pub async fn ingest(
     }
     let request = match body {
         Ok(Json(request)) => request,
-        Err(rejection) => return error(rejection.status(), rejection.body_text()),
+        Err(rejection) => {
+            return WebError::new(rejection.status(), rejection.body_text()).into_response();
+        }
     };
     match service(&server).ingest(request).await {
         Ok(accepted) => (StatusCode::ACCEPTED, Json(accepted)).into_response(),

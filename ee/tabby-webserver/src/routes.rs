@@ -17,19 +17,10 @@ use tabby_schema::{
     auth::{AuthenticationService, Claims},
 };
 
-use crate::Webserver;
-
-/// The token of a request: `Authorization: Bearer <t>` (exactly that scheme, as upstream's
-/// `AuthBearer`).
-fn bearer_token(req: &Request) -> Option<String> {
-    req.headers()
-        .get(header::AUTHORIZATION)?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-}
+use crate::{
+    Webserver,
+    edge::{WebError, bearer_token, editor_token},
+};
 
 /// Whether the URL carries a token (`?access_token=`, as upstream accepted): URLs end up in
 /// proxy logs, browser histories and `Referer` headers, so such a request is refused rather
@@ -78,7 +69,7 @@ pub async fn graphql(State(server): State<Arc<Webserver>>, req: Request) -> Resp
         );
         return response;
     }
-    let token = bearer_token(&req);
+    let token = bearer_token(req.headers()).map(str::to_string);
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -137,28 +128,34 @@ pub async fn job_logs(
     req: Request,
 ) -> Response {
     if token_in_query(&req) {
-        return json_error(StatusCode::UNAUTHORIZED, TOKEN_IN_QUERY);
+        return WebError::new(StatusCode::UNAUTHORIZED, TOKEN_IN_QUERY).into_response();
     }
-    let Some(token) = bearer_token(&req) else {
-        return json_error(StatusCode::UNAUTHORIZED, "missing token: sign in");
+    let Some(token) = bearer_token(req.headers()).map(str::to_string) else {
+        return WebError::new(StatusCode::UNAUTHORIZED, "missing token: sign in").into_response();
     };
     let claims = match server.services.auth.verify_access_token(&token).await {
         Ok(claims) => claims,
-        Err(_) => return json_error(StatusCode::UNAUTHORIZED, "invalid or expired session"),
+        Err(_) => {
+            return WebError::new(StatusCode::UNAUTHORIZED, "invalid or expired session")
+                .into_response();
+        }
     };
     let snapshot = match server.directory.snapshot().await {
         Ok(s) => s,
-        Err(_) => return json_error(StatusCode::SERVICE_UNAVAILABLE, "cannot check access now"),
+        Err(_) => {
+            return WebError::new(StatusCode::SERVICE_UNAVAILABLE, "cannot check access now")
+                .into_response();
+        }
     };
     if !snapshot
         .users
         .get(&claims.user_id)
         .is_some_and(|u| u.is_admin)
     {
-        return json_error(StatusCode::FORBIDDEN, "job logs are for admins");
+        return WebError::new(StatusCode::FORBIDDEN, "job logs are for admins").into_response();
     }
     let Some(rowid) = tabby_schema::decode_id(&id) else {
-        return json_error(StatusCode::NOT_FOUND, "no such job run");
+        return WebError::new(StatusCode::NOT_FOUND, "no such job run").into_response();
     };
     let path = crate::job::JobLog::path(server.jobs.jobs_dir(), rowid);
     match tokio::fs::read(&path).await {
@@ -168,29 +165,8 @@ pub async fn job_logs(
             tabby_common::git_url::redact_urls_in(&String::from_utf8_lossy(&bytes)),
         )
             .into_response(),
-        Err(_) => json_error(StatusCode::NOT_FOUND, "no log for this job run (yet)"),
+        Err(_) => WebError::not_found("no log for this job run (yet)").into_response(),
     }
-}
-
-fn json_error(status: StatusCode, message: &str) -> Response {
-    let mut response = (status, Json(serde_json::json!({ "error": message }))).into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"tabby\""),
-        );
-    }
-    response
-}
-
-/// A refusal answered before the request's body was read: the body may still be on its way,
-/// so the connection cannot carry another request. `Connection: close` tells the client so
-/// (instead of a pooled client finding out with a broken pipe on its next request).
-fn closing(mut response: Response) -> Response {
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
 }
 
 /// In front of `/v1*`: a JWT or a user auth token is required (any scheme word before it, as
@@ -205,47 +181,42 @@ pub async fn require_token(
     if req.method() == Method::OPTIONS {
         return next.run(req).await;
     }
-    let token = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .map(|(_, token)| token.trim().to_string())
-        .filter(|t| !t.is_empty());
-    let Some(token) = token else {
-        return closing(json_error(
-            StatusCode::UNAUTHORIZED,
+    let Some(token) = editor_token(req.headers()).map(str::to_string) else {
+        return WebError::unauthorized(
             "missing token: send `Authorization: Bearer <token>` with your auth token from \
              the web UI (or a session token)",
-        ));
+        )
+        .closing()
+        .into_response();
     };
     let (Claims { user_id, .. }, snapshot) = match server.services.auth.authenticate(&token).await {
         Ok(found) => found,
         Err(tabby_schema::CoreError::Other(e)) => {
             tracing::error!("cannot check a token: {e:#}");
-            return json_error(
+            return WebError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "cannot check the token now",
-            );
+            )
+            .into_response();
         }
         Err(_) => {
-            return closing(json_error(
-                StatusCode::UNAUTHORIZED,
+            return WebError::unauthorized(
                 "invalid token: it is unknown, expired, or its user is disabled",
-            ));
+            )
+            .closing()
+            .into_response();
         }
     };
     let path = req.uri().path();
     let exempt = path.ends_with("/v1/health") || path.ends_with("/v1beta/health");
     if !exempt && !server.rest_limiter.try_acquire(&user_id) {
-        let mut response = json_error(
+        return WebError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "rate limit exceeded: at most 120 requests per minute per user",
-        );
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return closing(response);
+        )
+        .retry_after(1)
+        .closing()
+        .into_response();
     }
     let allowed = snapshot
         .policy_for(user_id)

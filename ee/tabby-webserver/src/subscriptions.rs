@@ -63,7 +63,7 @@ pub async fn serve(socket: WebSocket, server: Arc<Webserver>, client: Option<Soc
                 .get("authorization")
                 .and_then(|v| v.as_scalar())
                 .and_then(|s| juniper::ScalarValue::try_as_str(s))
-                .map(|v| v.strip_prefix("Bearer ").unwrap_or(v).trim().to_string());
+                .map(|v| crate::edge::bearer_value(v).unwrap_or(v.trim()).to_string());
             let ctx = match token.as_deref() {
                 None | Some("") => {
                     session_tx.send_replace(Session::Anonymous);

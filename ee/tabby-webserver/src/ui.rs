@@ -4,12 +4,13 @@
 //! the JSON 404 of the REST API.
 
 use axum::{
-    Json,
     extract::Request,
     http::{HeaderValue, Method, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use sha2::{Digest, Sha256};
+
+use crate::edge::WebError;
 
 include!(concat!(env!("OUT_DIR"), "/ui_assets.rs"));
 
@@ -140,14 +141,11 @@ pub(crate) fn respond_with(
 pub async fn fallback(req: Request) -> Response {
     let path = req.uri().path().to_string();
     if is_api(&path) {
-        return (
-            StatusCode::NOT_FOUND,
-            Json(serde_json::json!({ "error": format!("no route for {} {path}", req.method()) })),
-        )
+        return WebError::not_found(format!("no route for {} {path}", req.method()))
             .into_response();
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return (StatusCode::METHOD_NOT_ALLOWED, "method not allowed").into_response();
+        return WebError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed").into_response();
     }
     let name = path.trim_start_matches('/');
     if !name.contains('/')

@@ -95,6 +95,12 @@ impl Sink {
         Self { tx, open: true }
     }
 
+    /// Resolves once the subscriber has gone (its stream dropped).
+    pub fn left(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let tx = self.tx.clone();
+        async move { tx.closed().await }
+    }
+
     pub async fn emit(&mut self, item: Result<ThreadRunItem>) {
         if self.open && self.tx.send(item).await.is_err() {
             self.open = false;
@@ -409,6 +415,11 @@ impl AnswerEngine {
     /// `[answer] max_runs_per_user`.
     pub fn max_runs_per_user(&self) -> usize {
         self.deps.config.max_runs_per_user
+    }
+
+    /// `[answer] abandoned_run_grace_secs`.
+    pub fn abandoned_run_grace(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.deps.config.abandoned_run_grace_secs)
     }
 
     pub fn new(db: DbConn, directory: Arc<Directory>, deps: AnswerDeps) -> Self {

@@ -40,6 +40,13 @@ const REGISTER_PER_CLIENT: BucketSpec = BucketSpec {
     initial: 20.0,
     per_second: 1.0 / 3.0,
 };
+/// Registrations per e-mail address, from any client: a burst of 5, then one a minute. An
+/// invitation is for one e-mail, so this bounds guessing its code from many addresses.
+const REGISTER_PER_EMAIL: BucketSpec = BucketSpec {
+    capacity: 5.0,
+    initial: 5.0,
+    per_second: 1.0 / 60.0,
+};
 /// Token refreshes per client address: a burst of 60, then one a second.
 const REFRESH_PER_CLIENT: BucketSpec = BucketSpec {
     capacity: 60.0,
@@ -54,6 +61,7 @@ pub struct AuthServiceImpl {
     per_email: RateLimiter<String>,
     per_client: RateLimiter<IpAddr>,
     register_per_client: RateLimiter<IpAddr>,
+    register_per_email: RateLimiter<String>,
     refresh_per_client: RateLimiter<IpAddr>,
     /// A hash to verify against when the e-mail is unknown, so both cases take as long.
     dummy_hash: tokio::sync::OnceCell<String>,
@@ -125,6 +133,7 @@ impl AuthServiceImpl {
             per_email: RateLimiter::new(LOGIN_PER_EMAIL),
             per_client: RateLimiter::new(LOGIN_PER_CLIENT),
             register_per_client: RateLimiter::new(REGISTER_PER_CLIENT),
+            register_per_email: RateLimiter::new(REGISTER_PER_EMAIL),
             refresh_per_client: RateLimiter::new(REFRESH_PER_CLIENT),
             dummy_hash: tokio::sync::OnceCell::new(),
         }
@@ -167,6 +176,15 @@ impl AuthenticationService for AuthServiceImpl {
         if client.is_some_and(|ip| !self.register_per_client.try_acquire(&ip)) {
             return Err(CoreError::TooManyRequests(
                 "Too many registrations from this address; try again later".into(),
+            ));
+        }
+        // After the address check, so one address cannot fill the map with new e-mails.
+        if !self
+            .register_per_email
+            .try_acquire(&input.email.trim().to_lowercase())
+        {
+            return Err(CoreError::TooManyRequests(
+                "Too many registrations for this e-mail; try again later".into(),
             ));
         }
         // Decide whether the account may exist before spending a password hash on it.

@@ -218,6 +218,7 @@ impl ThreadServiceImpl {
             .await?;
         let (tx, rx) = mpsc::channel(RUN_BUFFER);
         let mut sink = Sink::new(tx);
+        let db = self.db.clone();
         let input = RunInput {
             user_hashid: encode_id(user_id),
             thread_id,
@@ -245,7 +246,30 @@ impl ThreadServiceImpl {
                 },
             )))
             .await;
-            engine.run(input, &mut sink).await;
+            let left = sink.left();
+            let grace = engine.abandoned_run_grace();
+            let run = engine.run(input, &mut sink);
+            tokio::pin!(run);
+            tokio::select! {
+                () = &mut run => {}
+                () = async { left.await; tokio::time::sleep(grace).await } => {
+                    // Everyone left: a persisted (shared) thread still gets its answer; an
+                    // ephemeral one stops here, and dropping the run stops the model.
+                    let persisted = db
+                        .get_thread(thread_id)
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some_and(|t| !t.is_ephemeral);
+                    if persisted {
+                        run.await;
+                    } else {
+                        tracing::info!(
+                            "answer run of thread {thread_id} stopped: its subscribers left"
+                        );
+                    }
+                }
+            }
             drop(slot);
         });
         Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
