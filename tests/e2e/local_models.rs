@@ -177,3 +177,90 @@ async fn chat_sampling_parameters_on_the_embedded_model() {
         assert!(!body.contains(leak), "{leak} in {body}");
     }
 }
+
+/// The server's CPU time so far (user + system), in clock ticks (1/100 s on Linux).
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// CPU ticks the server spends over `window` once it should be idle.
+async fn ticks_over(server: &TabbyServer, window: std::time::Duration) -> u64 {
+    let before = cpu_ticks(server.pid());
+    tokio::time::sleep(window).await;
+    cpu_ticks(server.pid()) - before
+}
+
+/// A client that gives up on a long completion or chat stream: the server stops generating
+/// for it (its CPU goes idle at once) instead of running to the token limit.
+#[tokio::test]
+async fn generation_stops_when_its_client_disconnects() {
+    let dir = embedded_models_dir();
+    let server = TabbyServer::start_with_env(
+        "[completion]\nmax_decoding_tokens = 4000\n",
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let window = std::time::Duration::from_secs(3);
+    // Warm up (the first request maps the weights), then see what idle costs.
+    let (status, _) = post_json(
+        &server.url("/v1/chat/completions"),
+        &json!({"model": "", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let idle = ticks_over(&server, window).await;
+
+    let give_up = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    let completion = give_up
+        .post(server.url("/v1/completions"))
+        .json(&json!({
+            "language": "python",
+            "segments": {"prefix": "# Every number from 1 to 5000, one per line:\nnumbers = [\n    1,\n    2,\n", "suffix": ""},
+            "temperature": 0.0,
+        }))
+        .send()
+        .await;
+    assert!(completion.is_err(), "the completion finished within 1.5 s");
+    let after_completion = ticks_over(&server, window).await;
+
+    let chat = give_up
+        .post(server.url("/v1/chat/completions"))
+        .json(&json!({"model": "", "stream": true, "max_tokens": 4000,
+                      "messages": [{"role": "user", "content": "Count from 1 to 5000, one number per line."}]}))
+        .send()
+        .await
+        .unwrap();
+    let mut chat = chat.bytes_stream();
+    use futures::StreamExt;
+    assert!(chat.next().await.is_some());
+    drop(chat);
+    // The job in progress (a prompt chunk or one token) finishes first: measured, under 0.5 s.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let after_chat = ticks_over(&server, window).await;
+    // Generating keeps a core busy (300 ticks in 3 s); stopped, the server is back to idle.
+    for (what, ticks) in [("completion", after_completion), ("chat", after_chat)] {
+        assert!(
+            ticks <= idle + 30,
+            "{what}: {ticks} ticks in {window:?} after the client left (idle: {idle})"
+        );
+    }
+    // And it still serves.
+    let (status, _) = post_json(
+        &server.url("/v1/chat/completions"),
+        &json!({"model": "", "max_tokens": 2, "messages": [{"role": "user", "content": "Hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+}
