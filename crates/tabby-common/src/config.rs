@@ -192,8 +192,18 @@ pub struct LocalModelConfig {
     pub enable_fast_attention: Option<bool>,
     #[serde(default = "default_context_size")]
     pub context_size: usize,
+    /// MiB of finished requests' KV caches the embedded runtime keeps, so that the next
+    /// keystroke's prompt reads only what changed (0: none).
+    #[serde(default = "default_prompt_cache_mib")]
+    pub prompt_cache_mib: usize,
     #[serde(default)]
     pub additional_stop_words: Vec<String>,
+}
+
+pub const DEFAULT_PROMPT_CACHE_MIB: usize = 256;
+
+fn default_prompt_cache_mib() -> usize {
+    DEFAULT_PROMPT_CACHE_MIB
 }
 
 fn default_parallelism() -> u8 {

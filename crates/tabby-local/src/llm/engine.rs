@@ -4,12 +4,16 @@
 //! `parallelism` of them make progress at once. Each request has its own KV cache
 //! ([`Session`]) over the shared weights.
 //!
+//! Finished requests leave their sessions in the [`PromptCache`]: a new request starts from
+//! the idle session that shares the longest token prefix with its prompt and reads only the
+//! rest, which is what an editor asking after every pause in typing repeats least.
+//!
 //! A request ends when its stream is dropped (the client went away): every job first checks
 //! that its receiver is still there.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use candle_core::{DType, Tensor};
 use futures::stream::BoxStream;
@@ -66,6 +70,87 @@ struct Model {
     /// Weak: a request left in flight must not keep the pool alive after the engine is gone.
     pool: Weak<InferencePool>,
     in_flight: Arc<AtomicUsize>,
+    cache: PromptCache,
+}
+
+/// Prompt tokens the engine has read, in all: computed by the model, or found in a cached
+/// session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PromptStats {
+    pub computed: u64,
+    pub reused: u64,
+    /// Bytes the idle sessions hold now.
+    pub cached_bytes: usize,
+}
+
+/// Idle sessions of finished requests, least recently used first, holding at most `budget`
+/// bytes of KV cache.
+struct PromptCache {
+    idle: Mutex<Vec<Session>>,
+    budget: usize,
+    computed: AtomicU64,
+    reused: AtomicU64,
+}
+
+/// Tokens at the start of both.
+fn shared_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+impl PromptCache {
+    fn new(budget: usize) -> Self {
+        Self {
+            idle: Mutex::new(Vec::new()),
+            budget,
+            computed: AtomicU64::new(0),
+            reused: AtomicU64::new(0),
+        }
+    }
+
+    /// A session for `prompt` and how many of its tokens it already holds: the idle session
+    /// sharing the longest prefix (cut back to it), or a fresh one. At least the last prompt
+    /// token is always left to read, since its logits start the reply.
+    fn take(&self, weights: &Weights, prompt: &[u32]) -> (Session, usize) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let best = idle
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (i, shared_prefix(s.tokens(), prompt).min(prompt.len() - 1)))
+            .filter(|&(_, shared)| shared > 0)
+            .max_by_key(|&(i, shared)| (shared, i));
+        let (mut session, shared) = match best {
+            Some((i, shared)) => (idle.remove(i), shared),
+            None => (weights.new_session(), 0),
+        };
+        drop(idle);
+        session.truncate(shared);
+        self.reused.fetch_add(shared as u64, Ordering::Relaxed);
+        self.computed
+            .fetch_add((prompt.len() - shared) as u64, Ordering::Relaxed);
+        (session, shared)
+    }
+
+    /// Keeps `session` for later prompts, evicting the least recently used beyond the budget.
+    fn put(&self, session: Session) {
+        if self.budget == 0 {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.push(session);
+        let mut total: usize = idle.iter().map(Session::bytes).sum();
+        while total > self.budget && !idle.is_empty() {
+            total -= idle.remove(0).bytes();
+        }
+    }
+
+    fn stats(&self) -> PromptStats {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        PromptStats {
+            computed: self.computed.load(Ordering::Relaxed),
+            reused: self.reused.load(Ordering::Relaxed),
+            cached_bytes: idle.iter().map(Session::bytes).sum(),
+        }
+    }
 }
 
 /// The channel of one request, and its place in the in-flight count until its chain of jobs
@@ -91,10 +176,13 @@ impl Drop for InFlight {
 }
 
 impl Engine {
+    /// Starts the pool; up to `prompt_cache_bytes` of finished requests' KV caches are kept
+    /// for reuse (0: none).
     pub fn start(
         weights: Weights,
         tokenizer: GgufTokenizer,
         parallelism: usize,
+        prompt_cache_bytes: usize,
     ) -> std::io::Result<Self> {
         let pool = Arc::new(InferencePool::new("llm", parallelism)?);
         let model = Arc::new(Model {
@@ -102,8 +190,14 @@ impl Engine {
             tokenizer,
             pool: Arc::downgrade(&pool),
             in_flight: Arc::new(AtomicUsize::new(0)),
+            cache: PromptCache::new(prompt_cache_bytes),
         });
         Ok(Self { pool, model })
+    }
+
+    /// Prompt tokens computed and reused so far, and the cache's size now.
+    pub fn prompt_stats(&self) -> PromptStats {
+        self.model.cache.stats()
     }
 
     pub fn tokenizer(&self) -> &GgufTokenizer {
@@ -187,9 +281,11 @@ enum Task {
     Active(Box<Active>),
 }
 
-/// A request past tokenization.
+/// A request past tokenization. Its session goes back to the prompt cache however it ends
+/// (finished, failed before a forward pass began, cancelled).
 struct Active {
-    session: Session,
+    session: Option<Session>,
+    model: Arc<Model>,
     prompt: Vec<u32>,
     /// Prompt tokens already in the KV cache.
     read: usize,
@@ -203,7 +299,7 @@ struct Active {
 
 impl Task {
     /// One unit of work; `None` when the request is finished (its end already sent).
-    fn step(self, model: &Model, tx: &Sender) -> Result<Option<Task>, ModelError> {
+    fn step(self, model: &Arc<Model>, tx: &Sender) -> Result<Option<Task>, ModelError> {
         match self {
             Task::Start(g) => Ok(start(model, g, tx)?.map(|a| Task::Active(Box::new(a)))),
             Task::Active(mut a) => Ok(a.step(model, tx)?.then_some(Task::Active(a))),
@@ -211,7 +307,7 @@ impl Task {
     }
 }
 
-fn start(model: &Model, g: Generation, tx: &Sender) -> Result<Option<Active>, ModelError> {
+fn start(model: &Arc<Model>, g: Generation, tx: &Sender) -> Result<Option<Active>, ModelError> {
     let sampler = Sampler::new(g.sampling).map_err(ModelError::InvalidRequest)?;
     let mut prompt = model
         .tokenizer
@@ -239,10 +335,12 @@ fn start(model: &Model, g: Generation, tx: &Sender) -> Result<Option<Active>, Mo
         );
         prompt.drain(..prompt.len() - budget);
     }
+    let (session, reused) = model.cache.take(&model.weights, &prompt);
     Ok(Some(Active {
-        session: model.weights.new_session(),
+        session: Some(session),
+        model: model.clone(),
         prompt,
-        read: 0,
+        read: reused,
         logits: None,
         max_tokens,
         generated: 0,
@@ -258,12 +356,9 @@ impl Active {
         if self.read < self.prompt.len() {
             let end = self.prompt.len().min(self.read + PREFILL_CHUNK);
             let chunk = &self.prompt[self.read..end];
-            self.logits = Some(
-                model
-                    .weights
-                    .forward(&mut self.session, chunk)
-                    .map_err(backend)?,
-            );
+            let session = self.session.as_mut().expect("a session until dropped");
+            let logits = model.weights.forward(session, chunk);
+            self.logits = Some(logits.map_err(|e| self.failed(e))?);
             self.read = end;
             return Ok(true);
         }
@@ -291,20 +386,32 @@ impl Active {
         if self.generated >= self.max_tokens {
             return Ok(self.finish(tx, Finish::Length));
         }
-        self.logits = Some(
-            model
-                .weights
-                .forward(&mut self.session, &[next])
-                .map_err(backend)?,
-        );
+        let session = self.session.as_mut().expect("a session until dropped");
+        let logits = model.weights.forward(session, &[next]);
+        self.logits = Some(logits.map_err(|e| self.failed(e))?);
         Ok(true)
     }
 
+    /// A failed forward pass may have left the session half-written: it is not kept.
+    fn failed(&mut self, e: candle_core::Error) -> ModelError {
+        self.session = None;
+        backend(e)
+    }
+
     fn finish(&mut self, tx: &Sender, finish: Finish) -> bool {
+        // The sampled last token was never forwarded; the session holds prompt + reply so far.
         if let Some(text) = self.decoder.finish() {
             let _ = tx.send(Ok(Piece::Text(text)));
         }
         let _ = tx.send(Ok(Piece::End(finish)));
         false
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            self.model.cache.put(session);
+        }
     }
 }

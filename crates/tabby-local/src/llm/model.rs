@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use candle_core::quantized::{QMatMul, QTensor, gguf_file};
 use candle_core::{D, DType, Device, Module, Tensor};
-use candle_nn::kv_cache::KvCache;
 
 use super::quant_matrix::QuantMatrix;
 
@@ -393,7 +392,7 @@ impl Weights {
     pub fn forward(&self, session: &mut Session, tokens: &[u32]) -> Result<Tensor> {
         let c = &self.config;
         let t = tokens.len();
-        let pos = session.len;
+        let pos = session.tokens.len();
         if t == 0 {
             candle_core::bail!("forward needs at least one token");
         }
@@ -456,7 +455,7 @@ impl Weights {
             let mlp = (candle_nn::ops::silu(&gate)? * up)?;
             x = (layer.ffn_down.forward(&mlp)? + x)?;
         }
-        session.len += t;
+        session.tokens.extend_from_slice(tokens);
         let last = x.narrow(1, t - 1, 1)?;
         let last = candle_nn::ops::rms_norm(&last, &self.output_norm, c.rms_eps as f32)?;
         self.output.forward(&last)?.flatten_all()
@@ -472,9 +471,9 @@ impl Weights {
     pub fn new_session(&self) -> Session {
         Session {
             caches: (0..self.layers.len())
-                .map(|_| KvCache::new(2, KV_CACHE_CHUNK))
+                .map(|_| LayerCache::default())
                 .collect(),
-            len: 0,
+            tokens: Vec::new(),
         }
     }
 }
@@ -482,10 +481,75 @@ impl Weights {
 /// KV cache growth step, in positions; a fresh session holds this many without reallocating.
 const KV_CACHE_CHUNK: usize = 512;
 
-/// The state of one request: the KV cache of every layer and the number of positions it holds.
-pub struct Session {
-    caches: Vec<KvCache>,
+/// One layer's keys and values, `(1, n_kv_head, capacity, head_dim)` each; the first `len`
+/// positions are valid. Unlike candle's `KvCache` it can be cut back to a prefix, which is
+/// what reusing a cached prompt needs.
+#[derive(Default)]
+struct LayerCache {
+    kv: Option<(Tensor, Tensor)>,
     len: usize,
+}
+
+impl LayerCache {
+    fn capacity(&self) -> usize {
+        self.kv.as_ref().map_or(0, |(k, _)| k.dims()[2])
+    }
+
+    /// Appends `(1, n_kv_head, t, head_dim)` keys and values; returns views of everything held.
+    fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+        let t = k.dims()[2];
+        if self.len + t > self.capacity() {
+            let mut dims = k.dims().to_vec();
+            dims[2] = (self.len + t).div_ceil(KV_CACHE_CHUNK) * KV_CACHE_CHUNK;
+            let grown_k = Tensor::zeros(dims.as_slice(), k.dtype(), k.device())?;
+            let grown_v = Tensor::zeros(dims.as_slice(), v.dtype(), v.device())?;
+            if let Some((old_k, old_v)) = &self.kv
+                && self.len > 0
+            {
+                grown_k.slice_set(&old_k.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+                grown_v.slice_set(&old_v.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
+            }
+            self.kv = Some((grown_k, grown_v));
+        }
+        let (all_k, all_v) = self.kv.as_ref().expect("allocated above");
+        all_k.slice_set(k, 2, self.len)?;
+        all_v.slice_set(v, 2, self.len)?;
+        self.len += t;
+        Ok((all_k.narrow(2, 0, self.len)?, all_v.narrow(2, 0, self.len)?))
+    }
+}
+
+/// The state of one request: the KV cache of every layer and the tokens it holds, in order.
+/// A finished request's session can serve a later prompt that starts with the same tokens:
+/// [`Session::truncate`] to the shared prefix, then forward the rest.
+pub struct Session {
+    caches: Vec<LayerCache>,
+    tokens: Vec<u32>,
+}
+
+impl Session {
+    /// The tokens whose keys and values the session holds.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// Forgets every position from `len` on.
+    pub fn truncate(&mut self, len: usize) {
+        let len = len.min(self.tokens.len());
+        self.tokens.truncate(len);
+        for cache in &mut self.caches {
+            cache.len = len;
+        }
+    }
+
+    /// Bytes the caches hold (allocated, not only used).
+    pub fn bytes(&self) -> usize {
+        self.caches
+            .iter()
+            .filter_map(|c| c.kv.as_ref())
+            .map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes())
+            .sum()
+    }
 }
 
 fn rope_tables(head_dim: usize, base: f32, positions: usize) -> Result<(Tensor, Tensor)> {

@@ -245,6 +245,7 @@ async fn prompt_longer_than_the_context_is_clipped() {
     let config = LlmConfig {
         parallelism: 1,
         context_size: 64,
+        ..LlmConfig::default()
     };
     let llm = LocalLlm::load(&model_dir(SMOLLM), &config).unwrap();
     assert_eq!(llm.context_size(), 64);
@@ -568,4 +569,92 @@ async fn out_of_range_sampling_parameters_are_refused_before_streaming() {
             Ok(_) => panic!("{name}: accepted"),
         }
     }
+}
+
+/// A typing session replayed on Qwen with and without the prompt cache: the outputs are the
+/// same token for token (greedy), and with the cache each keystroke's prompt reads only what
+/// follows the start it shares with the previous one.
+#[tokio::test]
+async fn reusing_cached_prompts_never_changes_the_output() {
+    let fim = |prefix: &str, suffix: &str| {
+        format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>")
+    };
+    let head = "import math\n\n\ndef area_of_circle(radius):\n    \"\"\"The area of a circle.\"\"\"\n    return math.pi * radius ** 2\n\n\ndef circumference(radius):\n    ";
+    let suffix = "\n\n\ndef main():\n    print(area_of_circle(2.0), circumference(2.0))\n";
+    // Each keystroke group the agent would send a request for, then an edit further up
+    // (the docstring), then that prompt again (a request repeated, e.g. after a cancel).
+    let prompts = [
+        fim(head, suffix),
+        fim(&format!("{head}ret"), suffix),
+        fim(&format!("{head}return 2"), suffix),
+        fim(&format!("{head}return 2 * math"), suffix),
+        fim(&head.replace("The area", "Area"), suffix),
+        fim(&head.replace("The area", "Area"), suffix),
+    ];
+    let cached = load(QWEN, 1);
+    let uncached = Arc::new(
+        LocalLlm::load(
+            &model_dir(QWEN),
+            &LlmConfig {
+                prompt_cache_bytes: 0,
+                ..LlmConfig::default()
+            },
+        )
+        .unwrap(),
+    );
+    let mut computed_per_prompt = Vec::new();
+    for prompt in &prompts {
+        let before = cached.prompt_stats();
+        let with = collect(&cached, prompt, greedy(24)).await;
+        let after = cached.prompt_stats();
+        let without = collect(&uncached, prompt, greedy(24)).await;
+        assert_eq!(with, without, "{prompt:?}");
+        computed_per_prompt.push((
+            after.computed - before.computed,
+            after.reused - before.reused,
+        ));
+    }
+    let total = |i: usize| computed_per_prompt[i].0 + computed_per_prompt[i].1;
+    // The first prompt is read whole; each keystroke after it reuses all but its tail (the
+    // typed word, the suffix and the FIM markers).
+    assert_eq!(computed_per_prompt[0].1, 0, "{computed_per_prompt:?}");
+    for i in 1..4 {
+        let (computed, reused) = computed_per_prompt[i];
+        assert!(reused * 2 > total(i), "{i}: {computed_per_prompt:?}");
+        assert!(computed < 40, "{i}: {computed_per_prompt:?}");
+    }
+    // The edit near the top reuses only what precedes it.
+    assert!(
+        computed_per_prompt[4].0 > computed_per_prompt[1].0,
+        "{computed_per_prompt:?}"
+    );
+    // The same prompt again reads one token (its logits start the reply).
+    assert_eq!(computed_per_prompt[5].0, 1, "{computed_per_prompt:?}");
+    let stats = cached.prompt_stats();
+    assert!(stats.cached_bytes > 0 && stats.cached_bytes <= super::DEFAULT_PROMPT_CACHE_BYTES);
+    assert_eq!(uncached.prompt_stats().reused, 0);
+    assert_eq!(uncached.prompt_stats().cached_bytes, 0);
+}
+
+/// The cache keeps no more than its budget: with room for about one session, each request
+/// evicts the previous one.
+#[tokio::test]
+async fn the_prompt_cache_stays_within_its_budget() {
+    let llm = LocalLlm::load(
+        &model_dir(SMOLLM),
+        &LlmConfig {
+            prompt_cache_bytes: 1,
+            ..LlmConfig::default()
+        },
+    )
+    .unwrap();
+    for prompt in [
+        "The quick brown fox",
+        "Once upon a time",
+        "The quick brown fox",
+    ] {
+        collect(&llm, prompt, greedy(4)).await;
+        assert_eq!(llm.prompt_stats().cached_bytes, 0);
+    }
+    assert_eq!(llm.prompt_stats().reused, 0);
 }

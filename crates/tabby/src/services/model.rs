@@ -51,6 +51,7 @@ pub fn with_local_defaults(config: &ModelConfigGroup) -> ModelConfigGroup {
             num_gpu_layers: 0,
             enable_fast_attention: None,
             context_size: 4096,
+            prompt_cache_mib: tabby_common::config::DEFAULT_PROMPT_CACHE_MIB,
             additional_stop_words: vec![],
         }))
     };
@@ -110,6 +111,7 @@ impl LocalLlms<'_> {
         let config = LlmConfig {
             parallelism: (local.parallelism as usize).max(1),
             context_size: local.context_size.max(256),
+            prompt_cache_bytes: local.prompt_cache_mib << 20,
         };
         match LocalLlm::load(&dir, &config) {
             Ok(llm) => {
