@@ -231,6 +231,11 @@ pub struct CompletionConfig {
     /// Most bytes of suffix while the prefix needs the room.
     #[serde(default = "default_suffix_bytes")]
     pub suffix_bytes: usize,
+    /// Lines a clipped prefix loses at once (1: the best line start). More keeps the prompt's
+    /// start, and so the model's prompt cache, across more keystrokes, at the price of up to
+    /// that many lines less context; the default stays 1 until the completion eval shows no loss.
+    #[serde(default = "default_prefix_clip_lines")]
+    pub prefix_clip_lines: usize,
     #[serde(default)]
     pub snippet_format: SnippetFormat,
     /// Candidates from the files the edited file imports, ahead of the other search hits
@@ -259,6 +264,10 @@ pub enum SnippetFormat {
 fn default_snippet_bytes() -> usize {
     512
 }
+fn default_prefix_clip_lines() -> usize {
+    1
+}
+
 fn default_suffix_bytes() -> usize {
     256
 }
@@ -278,6 +287,7 @@ impl Default for CompletionConfig {
             code_search_params: CodeSearchParams::completion_default(),
             snippet_bytes: default_snippet_bytes(),
             suffix_bytes: default_suffix_bytes(),
+            prefix_clip_lines: default_prefix_clip_lines(),
             snippet_format: SnippetFormat::default(),
             import_snippets: default_import_snippets(),
         }

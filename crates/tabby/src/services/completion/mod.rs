@@ -4,6 +4,7 @@
 
 mod next_edit;
 pub mod prompt;
+mod retrieval_cache;
 mod snippets;
 pub mod types;
 
@@ -49,6 +50,7 @@ pub struct CompletionService {
     config: CompletionConfig,
     code_search: Option<Arc<dyn CodeSearch>>,
     logger: Arc<dyn EventLogger>,
+    retrieval: retrieval_cache::RetrievalCache,
 }
 
 /// What the caller knows about the request beyond its body.
@@ -75,6 +77,7 @@ impl CompletionService {
             config,
             code_search,
             logger,
+            retrieval: Default::default(),
         }
     }
 
@@ -115,17 +118,27 @@ impl CompletionService {
             if let (false, Some(search), Some(allowed)) =
                 (rag_disabled, &self.code_search, ctx.allowed_repositories)
             {
-                snippets.extend(
-                    snippets::code_search_snippets(
-                        search.as_ref(),
-                        allowed,
-                        segments,
-                        language_name,
-                        &self.config.code_search_params,
-                        self.config.import_snippets,
-                    )
-                    .await,
-                );
+                // The keystrokes of one line get the same snippets (a stable prompt start).
+                let key = retrieval_cache::LineKey::new(ctx.user.as_deref(), segments);
+                let searched = match self.retrieval.get(key) {
+                    Some(cached) => cached,
+                    None => {
+                        let searched = snippets::code_search_snippets(
+                            search.as_ref(),
+                            allowed,
+                            segments,
+                            language_name,
+                            &self.config.code_search_params,
+                            self.config.import_snippets,
+                        )
+                        .await;
+                        if !searched.is_empty() {
+                            self.retrieval.put(key, searched.clone());
+                        }
+                        searched
+                    }
+                };
+                snippets.extend(searched);
             }
             let suffix = segments.suffix.as_deref().unwrap_or_default();
             let (prefix, suffix) = if crlf {
@@ -155,6 +168,7 @@ impl CompletionService {
                     max_input_length: self.config.max_input_length,
                     snippet_bytes: self.config.snippet_bytes,
                     suffix_bytes: self.config.suffix_bytes,
+                    prefix_clip_lines: self.config.prefix_clip_lines,
                 },
             );
             (built.prompt, built.snippets, crlf)

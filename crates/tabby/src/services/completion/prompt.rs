@@ -63,6 +63,8 @@ pub struct PromptBudget {
     pub snippet_bytes: usize,
     /// Most bytes of suffix when the prefix needs the room.
     pub suffix_bytes: usize,
+    /// Lines a clipped prefix loses at once (`[completion] prefix_clip_lines`).
+    pub prefix_clip_lines: usize,
 }
 
 /// What goes into one prompt.
@@ -125,8 +127,12 @@ pub fn build_prompt(
     let (written, chosen) = writer.write(input.snippets, input.prefix, input.suffix, snippet_room);
     // 3. The prefix: the rest; then the suffix may grow into what the prefix did not need.
     let prefix_room = after_suffix - written.len();
-    let prefix = tail_lines(input.prefix, prefix_room);
-    let suffix = head_lines(suffix, room - written.len() - prefix.len());
+    // What the prefix would fill cut at its best line start; the suffix grows only into
+    // what that leaves, not into the lines a block cut gives up (the suffix is read again on
+    // every keystroke, so it should not grow while the user types).
+    let best_prefix = tail_lines(input.prefix, prefix_room);
+    let prefix = tail_lines_in_blocks(input.prefix, prefix_room, budget.prefix_clip_lines);
+    let suffix = head_lines(suffix, room - written.len() - best_prefix.len());
 
     let prompt = match (template, format) {
         (None, _) => format!("{written}{prefix}"),
@@ -251,6 +257,23 @@ fn tail_lines(text: &str, max: usize) -> &str {
     }
 }
 
+/// [`tail_lines`], cut at a line start that is a multiple of `block` lines into `text` when
+/// one fits (else at the best line start): the prefix's first line then moves only every
+/// `block` lines, so the prompts of consecutive keystrokes keep their start while it grows.
+fn tail_lines_in_blocks(text: &str, max: usize, block: usize) -> &str {
+    let tail = tail_lines(text, max);
+    if tail.len() == text.len() {
+        return text;
+    }
+    let dropped = text[..text.len() - tail.len()].matches('\n').count();
+    let block = block.max(1);
+    let cut_lines = dropped.div_ceil(block) * block;
+    match text.match_indices('\n').nth(cut_lines.wrapping_sub(1)) {
+        Some((i, _)) if cut_lines > 0 && i + 1 < text.len() => &text[i + 1..],
+        _ => tail,
+    }
+}
+
 /// The longest start of `text` within `max` bytes that ends after a newline; when even the first
 /// line is longer, its first `max` bytes (at a char boundary).
 fn head_lines(text: &str, max: usize) -> &str {
@@ -289,6 +312,7 @@ mod tests {
             max_input_length: max,
             snippet_bytes: snippets,
             suffix_bytes: suffix,
+            prefix_clip_lines: 1,
         }
     }
 
@@ -357,6 +381,23 @@ mod tests {
             );
             assert!(p.ends_with("<|fim_middle|>"));
         }
+    }
+
+    #[test]
+    fn a_clipped_prefix_loses_whole_blocks_of_lines() {
+        let lines = |n: usize| -> String { (0..n).map(|i| format!("line {i:02}\n")).collect() };
+        // Each line is 8 bytes; room for 30 of 40 lines drops 12 (4 blocks of 3), not 10.
+        let text = lines(40);
+        assert!(tail_lines_in_blocks(&text, 30 * 8, 3).starts_with("line 12\n"));
+        // Growing the prefix keeps the same start until a block is used up.
+        assert!(tail_lines_in_blocks(&lines(42), 30 * 8, 3).starts_with("line 12\n"));
+        assert!(tail_lines_in_blocks(&lines(43), 30 * 8, 3).starts_with("line 15\n"));
+        // A block of 1 is the best line start.
+        assert!(tail_lines_in_blocks(&text, 30 * 8, 1).starts_with("line 10\n"));
+        // Fits: untouched; one long line: its tail.
+        assert_eq!(tail_lines_in_blocks(&text, 1000, 3), text);
+        let long = "x".repeat(100);
+        assert_eq!(tail_lines_in_blocks(&long, 10, 3).len(), 10);
     }
 
     #[test]
