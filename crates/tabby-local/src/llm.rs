@@ -27,7 +27,7 @@ use serde::Deserialize;
 use tabby_inference::{CompletionOptions, CompletionStream, ModelError};
 
 pub use chat::LocalChat;
-pub use engine::PromptStats;
+pub use engine::{PromptStats, loaded_prompt_stats};
 pub use tokenizer::GgufTokenizer;
 
 use engine::{Engine, Generation, Piece};
@@ -137,7 +137,9 @@ impl LocalLlm {
                 .filter_map(|t| tokenizer.token_id(t)),
             )
             .collect();
+        let model_id = model_id(model_dir);
         let engine = Engine::start(
+            &model_id,
             weights,
             tokenizer,
             config.parallelism,
@@ -149,7 +151,7 @@ impl LocalLlm {
             prompt_template: templates.prompt_template,
             chat_template: templates.chat_template.or(gguf_chat_template),
             stop_tokens: stop_tokens.into(),
-            model_id: model_id(model_dir),
+            model_id,
         })
     }
 

@@ -92,6 +92,19 @@ struct PromptCache {
     reused: AtomicU64,
 }
 
+/// Every engine started in this process, by model id, for [`loaded_prompt_stats`].
+static ENGINES: Mutex<Vec<(String, Weak<Model>)>> = Mutex::new(Vec::new());
+
+/// The prompt statistics of every engine still loaded, by model id (what `/metrics` shows).
+pub fn loaded_prompt_stats() -> Vec<(String, PromptStats)> {
+    let mut engines = ENGINES.lock().unwrap_or_else(|e| e.into_inner());
+    engines.retain(|(_, model)| model.strong_count() > 0);
+    engines
+        .iter()
+        .filter_map(|(id, model)| Some((id.clone(), model.upgrade()?.cache.stats())))
+        .collect()
+}
+
 /// Tokens at the start of both.
 fn shared_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
@@ -179,6 +192,7 @@ impl Engine {
     /// Starts the pool; up to `prompt_cache_bytes` of finished requests' KV caches are kept
     /// for reuse (0: none).
     pub fn start(
+        name: &str,
         weights: Weights,
         tokenizer: GgufTokenizer,
         parallelism: usize,
@@ -192,6 +206,10 @@ impl Engine {
             in_flight: Arc::new(AtomicUsize::new(0)),
             cache: PromptCache::new(prompt_cache_bytes),
         });
+        ENGINES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((name.to_string(), Arc::downgrade(&model)));
         Ok(Self { pool, model })
     }
 

@@ -122,7 +122,38 @@ impl Metrics {
                 s.count
             );
         }
+        render_prompt_cache(&mut out, &tabby_local::llm::loaded_prompt_stats());
         out
+    }
+}
+
+/// The embedded runtime's prompt tokens, computed and reused from its prompt cache, and the
+/// cache's size, per loaded model.
+fn render_prompt_cache(out: &mut String, models: &[(String, tabby_local::llm::PromptStats)]) {
+    if models.is_empty() {
+        return;
+    }
+    out.push_str(
+        "# HELP tabby_prompt_tokens_total Prompt tokens the embedded model read, by whether \
+         they were computed or reused from its prompt cache.\n",
+    );
+    out.push_str("# TYPE tabby_prompt_tokens_total counter\n");
+    for (model, stats) in models {
+        for (kind, n) in [("computed", stats.computed), ("reused", stats.reused)] {
+            let _ = writeln!(
+                out,
+                "tabby_prompt_tokens_total{{model=\"{model}\",kind=\"{kind}\"}} {n}"
+            );
+        }
+    }
+    out.push_str("# HELP tabby_prompt_cache_bytes KV cache bytes kept for reuse.\n");
+    out.push_str("# TYPE tabby_prompt_cache_bytes gauge\n");
+    for (model, stats) in models {
+        let _ = writeln!(
+            out,
+            "tabby_prompt_cache_bytes{{model=\"{model}\"}} {}",
+            stats.cached_bytes
+        );
     }
 }
 

@@ -1,0 +1,273 @@
+//! Typing-speed completions on the embedded model: a cursor walks through real source lines,
+//! one `/v1/completions` request per typed word with the prefix and suffix tabby-agent sends
+//! (20 lines before and after the cursor), retrieval on (this workspace is indexed as the
+//! repository), one editor, greedy. Each configuration runs the same replay on its own `tabby
+//! serve` process:
+//!
+//! - the embedded runtime without its prompt cache (`prompt_cache_mib = 0`),
+//! - the embedded runtime with it (the default),
+//! - and, when `TYPING_LLAMA_SERVER` names a llama.cpp server (e.g. one started by
+//!   `scripts/bench/llama_server.py` on the same GGUF), tabby in front of it through the
+//!   `llama.cpp/completion` backend, whose prompt cache (`cache_prompt`) is on by default.
+//!
+//! Printed: total latency p50/p90/p99 (the route does not stream, so time to first token is
+//! not observable), and for the embedded runtime the prompt tokens computed vs reused and the
+//! cache's bytes, from `/metrics`.
+//!
+//! Run: `cargo bench -p tabby --bench typing` (the models from `tabby download` in
+//! `~/.tabby/models`, or `TABBY_MODEL_CACHE_ROOT`). `TYPING_LINES` (default 10) sets how many
+//! lines are typed.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use serde_json::{Value, json};
+
+const CONTEXT_LINES: usize = 20;
+const MODEL_ID: &str = "TabbyML/Qwen2.5-Coder-0.5B-Instruct";
+const FIM: &str = "<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn models_dir() -> PathBuf {
+    std::env::var_os("TABBY_MODEL_CACHE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".tabby/models"))
+}
+
+/// One request of the replay: the editor's prefix and suffix at a cursor.
+struct Keystroke {
+    prefix: String,
+    suffix: String,
+}
+
+/// The cursor after each word of `lines` source lines of `text` (from its middle, lines with
+/// at least three words), with `CONTEXT_LINES` lines of context each way.
+fn replay(text: &str, lines: usize) -> Vec<Keystroke> {
+    let all: Vec<&str> = text.split_inclusive('\n').collect();
+    let mut out = Vec::new();
+    let start = all.len() / 3;
+    for (n, line) in all.iter().enumerate().skip(start) {
+        if out.len() >= lines * 6 || line.split_whitespace().count() < 3 {
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let cursors: Vec<usize> = line
+            .char_indices()
+            .filter(|&(i, c)| i > indent && (c == ' ' || c == '(') && !line[..i].ends_with(' '))
+            .map(|(i, _)| i)
+            .take(6)
+            .collect();
+        for cursor in cursors {
+            let before = all[n.saturating_sub(CONTEXT_LINES)..n].concat();
+            let after = all[n + 1..(n + 1 + CONTEXT_LINES).min(all.len())].concat();
+            out.push(Keystroke {
+                prefix: format!("{before}{}", &line[..cursor]),
+                suffix: format!("{}{after}", &line[cursor..]),
+            });
+        }
+        if out.len() >= lines * 6 {
+            break;
+        }
+    }
+    out
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(root: &Path, config: &str) -> Server {
+    std::fs::write(root.join("config.toml"), config).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tabby"))
+        .args([
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-webserver",
+        ])
+        .env("TABBY_ROOT", root)
+        .env("TABBY_MODEL_CACHE_ROOT", models_dir())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.strip_prefix("Listening at ") {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    let url = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("tabby started");
+    Server { child, url }
+}
+
+fn body(keystroke: &Keystroke, git_url: &str, filepath: &str) -> Value {
+    json!({
+        "language": "python",
+        "segments": {"prefix": keystroke.prefix, "suffix": keystroke.suffix,
+                     "filepath": filepath, "git_url": git_url},
+        "temperature": 0.0,
+        "debug_options": {"return_snippets": true},
+    })
+}
+
+/// `tabby_prompt_tokens_total` computed and reused, and `tabby_prompt_cache_bytes`.
+async fn prompt_metrics(http: &reqwest::Client, server: &Server) -> (u64, u64, u64) {
+    let text = http
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |needle: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with("tabby_") && l.contains(needle))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        value("kind=\"computed\""),
+        value("kind=\"reused\""),
+        value("tabby_prompt_cache_bytes"),
+    )
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1e3
+}
+
+async fn run(
+    label: &str,
+    root: &Path,
+    config: &str,
+    keystrokes: &[Keystroke],
+    git_url: &str,
+    filepath: &str,
+) -> f64 {
+    let server = start(root, config);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let url = format!("{}/v1/completions", server.url);
+    // Wait until retrieval feeds the prompt (the index is built in the background at start).
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let response: Value = http
+            .post(&url)
+            .json(&body(&keystrokes[0], git_url, filepath))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let snippets = response["debug_data"]["snippets"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if snippets > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "retrieval never returned a snippet: {response}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let (computed0, reused0, _) = prompt_metrics(&http, &server).await;
+    let mut latencies = Vec::new();
+    for keystroke in keystrokes {
+        let t = Instant::now();
+        let response = http
+            .post(&url)
+            .json(&body(keystroke, git_url, filepath))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "{}", response.status());
+        let _ = response.bytes().await.unwrap();
+        latencies.push(t.elapsed());
+    }
+    let (computed, reused, bytes) = prompt_metrics(&http, &server).await;
+    latencies.sort();
+    let p50 = percentile(&latencies, 0.5);
+    print!(
+        "{label:<40} n={:<4} p50={p50:>7.0} ms  p90={:>7.0} ms  p99={:>7.0} ms",
+        latencies.len(),
+        percentile(&latencies, 0.9),
+        percentile(&latencies, 0.99),
+    );
+    if computed + reused > computed0 + reused0 {
+        print!(
+            "  prompt tokens computed={} reused={}  cache={:.1} MiB",
+            computed - computed0,
+            reused - reused0,
+            bytes as f64 / (1 << 20) as f64
+        );
+    }
+    println!();
+    p50
+}
+
+fn main() {
+    let workspace = workspace();
+    let filepath = "scripts/eval/heldout_set.py";
+    let text = std::fs::read_to_string(workspace.join(filepath)).unwrap();
+    let lines = std::env::var("TYPING_LINES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
+    let keystrokes = replay(&text, lines);
+    let git_url = format!("file://{}", workspace.display());
+    let root = tempfile::tempdir().unwrap();
+    let repository = format!("[[repositories]]\ngit_url = \"{git_url}\"\n");
+    let local = |cache_mib: usize| {
+        format!(
+            "{repository}[model.completion.local]\nmodel_id = \"{MODEL_ID}\"\nparallelism = 1\nprompt_cache_mib = {cache_mib}\n"
+        )
+    };
+    println!(
+        "typing replay: {} requests over {lines} lines of {filepath}, {} cores",
+        keystrokes.len(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        run("embedded, no prompt cache", root.path(), &local(0), &keystrokes, &git_url, filepath).await;
+        let ours = run("embedded, prompt cache (default)", root.path(), &local(256), &keystrokes, &git_url, filepath).await;
+        if let Ok(llama) = std::env::var("TYPING_LLAMA_SERVER") {
+            let config = format!(
+                "{repository}[model.completion.http]\nkind = \"llama.cpp/completion\"\napi_endpoint = \"{llama}\"\nprompt_template = \"{FIM}\"\n[model.completion.http.rate_limit]\nrequest_per_minute = 100000\n"
+            );
+            let theirs = run("llama.cpp server (cache_prompt)", root.path(), &config, &keystrokes, &git_url, filepath).await;
+            println!("embedded p50 / llama.cpp p50 = {:.2}", ours / theirs);
+        }
+    });
+}
