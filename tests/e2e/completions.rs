@@ -144,7 +144,7 @@ async fn crlf_in_lf_to_model_and_crlf_out() {
     let server = TabbyServer::start(&llama_completion_config(&fake.url()));
     let (status, body) = post_json(
         &server.url("/v1/completions"),
-        &json!({"language": "python", "segments": {"prefix": "x = 0\r\ny = 1\r\n", "suffix": "z\r\n"}}),
+        &json!({"language": "python", "segments": {"prefix": "x = 0\r\ny = 1\r\n", "suffix": "\r\nz\r\n"}}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
@@ -154,7 +154,7 @@ async fn crlf_in_lf_to_model_and_crlf_out() {
         .unwrap()
         .to_string();
     assert!(!prompt.contains('\r'), "{prompt:?}");
-    assert_eq!(prompt, "<PRE> x = 0\ny = 1\n <SUF>z\n <MID>");
+    assert_eq!(prompt, "<PRE> x = 0\ny = 1\n <SUF>\nz\n <MID>");
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 mod next_edit;
 pub mod prompt;
 mod retrieval_cache;
+mod scope;
 mod snippets;
 pub mod types;
 
@@ -101,8 +102,10 @@ impl CompletionService {
         let language = self.languages.get(language_name);
         let debug = request.debug_options.as_ref();
 
-        let (prompt, snippets, crlf) = if let Some(raw) = debug.and_then(|d| d.raw_prompt.clone()) {
-            (raw, vec![], false)
+        let (prompt, snippets, crlf, scope) = if let Some(raw) =
+            debug.and_then(|d| d.raw_prompt.clone())
+        {
+            (raw, vec![], false, None)
         } else {
             let segments = request
                 .segments
@@ -171,10 +174,13 @@ impl CompletionService {
                     prefix_clip_lines: self.config.prefix_clip_lines,
                 },
             );
-            (built.prompt, built.snippets, crlf)
+            let scope = scope::Scope::new(&prefix, &suffix);
+            (built.prompt, built.snippets, crlf, Some(scope))
         };
 
-        let mut text = self.stream_until_stop(&prompt, options, language).await?;
+        let mut text = self
+            .stream_until_stop(&prompt, options, language, scope)
+            .await?;
         if crlf {
             text = to_crlf(&text);
         }
@@ -206,13 +212,15 @@ impl CompletionService {
         })
     }
 
-    /// Streams the model, cutting at the first stop word. An error before any text is returned;
-    /// an error after some text keeps what was generated.
+    /// Streams the model, cutting at the first stop word, or where the editor would cut the
+    /// completion (`scope`): dropping the stream there stops generation. An error before any
+    /// text is returned; an error after some text keeps what was generated.
     async fn stream_until_stop(
         &self,
         prompt: &str,
         options: CompletionOptions,
         language: &tabby_common::languages::Language,
+        scope: Option<scope::Scope>,
     ) -> Result<String, ModelError> {
         let mut stop = self.stop_words.create(language, prompt);
         let mut stream = self.engine.generate(prompt, options).await;
@@ -232,6 +240,10 @@ impl CompletionService {
                 while !text.is_char_boundary(keep) {
                     keep -= 1;
                 }
+                text.truncate(keep);
+                break;
+            }
+            if let Some(keep) = scope.and_then(|s| s.cut(&text)) {
                 text.truncate(keep);
                 break;
             }
