@@ -16,7 +16,8 @@
 //!
 //! Run: `cargo bench -p tabby --bench typing` (the models from `tabby download` in
 //! `~/.tabby/models`, or `TABBY_MODEL_CACHE_ROOT`). `TYPING_LINES` (default 10) sets how many
-//! lines are typed.
+//! lines are typed; `TYPING_SUFFIX_BYTES=64,256,512` adds runs with those `[completion]
+//! suffix_bytes`.
 
 use std::{
     io::{BufRead, BufReader},
@@ -262,6 +263,13 @@ fn main() {
     runtime.block_on(async {
         run("embedded, no prompt cache", root.path(), &local(0), &keystrokes, &git_url, filepath).await;
         let ours = run("embedded, prompt cache (default)", root.path(), &local(256), &keystrokes, &git_url, filepath).await;
+        // What the suffix costs: it follows the cursor, so every keystroke reads it again.
+        if let Ok(sizes) = std::env::var("TYPING_SUFFIX_BYTES") {
+            for bytes in sizes.split(',').filter_map(|b| b.trim().parse::<usize>().ok()) {
+                let config = format!("{}[completion]\nsuffix_bytes = {bytes}\n", local(256));
+                run(&format!("embedded, prompt cache, suffix {bytes} B"), root.path(), &config, &keystrokes, &git_url, filepath).await;
+            }
+        }
         if let Ok(llama) = std::env::var("TYPING_LLAMA_SERVER") {
             let config = format!(
                 "{repository}[model.completion.http]\nkind = \"llama.cpp/completion\"\napi_endpoint = \"{llama}\"\nprompt_template = \"{FIM}\"\n[model.completion.http.rate_limit]\nrequest_per_minute = 100000\n"

@@ -80,8 +80,9 @@ pub enum Event {
         completion_id: String,
         language: String,
         prompt: String,
+        /// Boxed: the other events are a few words.
         #[serde(skip_serializing_if = "Option::is_none")]
-        segments: Option<LoggedSegments>,
+        segments: Option<Box<LoggedSegments>>,
         choices: Vec<Choice>,
         user_agent: Option<String>,
     },

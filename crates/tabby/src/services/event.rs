@@ -19,7 +19,8 @@ use tracing::warn;
 const FLUSH_INTERVAL: Duration = Duration::from_secs(5);
 
 enum Message {
-    Entry(LogEntry),
+    // Boxed: an entry is a few hundred bytes, a flush one pointer.
+    Entry(Box<LogEntry>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -52,7 +53,9 @@ impl EventLogger for FileEventLogger {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis())
             .unwrap_or_default();
-        let _ = self.tx.send(Message::Entry(LogEntry { user, ts, event }));
+        let _ = self
+            .tx
+            .send(Message::Entry(Box::new(LogEntry { user, ts, event })));
     }
 }
 

@@ -248,12 +248,15 @@ pub fn load_models(config: &ModelConfigGroup, models_dir: &Path) -> Result<Model
     })
 }
 
+/// An embedding backend and its id (for index metadata).
+pub type LoadedEmbedding = (Arc<dyn Embedding>, String);
+
 /// The embedding backend of an effective config, with its id for index metadata. `None` when
 /// the local default is not downloaded (retrieval then uses its BM25 leg only).
 pub fn load_embedding(
     config: &ModelConfigGroup,
     models_dir: &Path,
-) -> Result<Option<(Arc<dyn Embedding>, String)>, ModelLoadError> {
+) -> Result<Option<LoadedEmbedding>, ModelLoadError> {
     match &config.embedding {
         None => Ok(None),
         Some(ModelConfig::Http(http)) => {

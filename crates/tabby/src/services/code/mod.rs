@@ -535,7 +535,8 @@ pub struct Fused {
 /// Reciprocal Rank Fusion of the two legs, best first (ties by document address).
 pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
     let mut merged: HashMap<DocAddress, CodeSearchScores> = HashMap::new();
-    let legs: [(&LegHits, fn(&mut CodeSearchScores, f32)); 2] = [
+    type SetScore = fn(&mut CodeSearchScores, f32);
+    let legs: [(&LegHits, SetScore); 2] = [
         (bm25, |s, v| s.bm25 = v),
         (embedding, |s, v| s.embedding = v),
     ];

@@ -191,7 +191,7 @@ impl CompletionService {
                 completion_id: completion_id.clone(),
                 language: language_name.to_string(),
                 prompt: prompt.clone(),
-                segments: request.segments.as_ref().map(Segments::to_logged),
+                segments: request.segments.as_ref().map(|s| Box::new(s.to_logged())),
                 choices: vec![event::Choice {
                     index: 0,
                     text: text.clone(),

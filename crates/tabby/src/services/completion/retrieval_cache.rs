@@ -41,9 +41,12 @@ impl LineKey {
     }
 }
 
+/// Entries by key with the time they were stored, and keys in the order they came.
+type Entries = (HashMap<LineKey, (Instant, Vec<Snippet>)>, VecDeque<LineKey>);
+
 #[derive(Default)]
 pub struct RetrievalCache {
-    inner: Mutex<(HashMap<LineKey, (Instant, Vec<Snippet>)>, VecDeque<LineKey>)>,
+    inner: Mutex<Entries>,
 }
 
 impl RetrievalCache {
