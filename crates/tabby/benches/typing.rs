@@ -16,8 +16,8 @@
 //!
 //! Run: `cargo bench -p tabby --bench typing` (the models from `tabby download` in
 //! `~/.tabby/models`, or `TABBY_MODEL_CACHE_ROOT`). `TYPING_LINES` (default 10) sets how many
-//! lines are typed; `TYPING_SUFFIX_BYTES=64,256,512` adds runs with those `[completion]
-//! suffix_bytes`.
+//! lines are typed; `TYPING_VARIANTS="suffix_bytes = 64|prefix_clip_lines = 4"` adds a run
+//! per `[completion]` setting.
 
 use std::{
     io::{BufRead, BufReader},
@@ -263,11 +263,12 @@ fn main() {
     runtime.block_on(async {
         run("embedded, no prompt cache", root.path(), &local(0), &keystrokes, &git_url, filepath).await;
         let ours = run("embedded, prompt cache (default)", root.path(), &local(256), &keystrokes, &git_url, filepath).await;
-        // What the suffix costs: it follows the cursor, so every keystroke reads it again.
-        if let Ok(sizes) = std::env::var("TYPING_SUFFIX_BYTES") {
-            for bytes in sizes.split(',').filter_map(|b| b.trim().parse::<usize>().ok()) {
-                let config = format!("{}[completion]\nsuffix_bytes = {bytes}\n", local(256));
-                run(&format!("embedded, prompt cache, suffix {bytes} B"), root.path(), &config, &keystrokes, &git_url, filepath).await;
+        // Other `[completion]` settings, e.g. what the suffix costs (it follows the cursor, so
+        // every keystroke reads it again) or block clipping of the prefix.
+        if let Ok(variants) = std::env::var("TYPING_VARIANTS") {
+            for setting in variants.split('|').map(str::trim).filter(|v| !v.is_empty()) {
+                let config = format!("{}[completion]\n{setting}\n", local(256));
+                run(&format!("embedded, cache, {setting}"), root.path(), &config, &keystrokes, &git_url, filepath).await;
             }
         }
         if let Ok(llama) = std::env::var("TYPING_LLAMA_SERVER") {
