@@ -658,3 +658,31 @@ async fn the_prompt_cache_stays_within_its_budget() {
     }
     assert_eq!(llm.prompt_stats().reused, 0);
 }
+
+/// An editor's next keystroke aborts the previous request: that generation stops at its next
+/// step, and its session (the prompt it read) serves the new request.
+#[tokio::test]
+async fn a_cancelled_request_leaves_its_prompt_for_the_next_one() {
+    let llm = load(SMOLLM, 1);
+    let prompt = "def parse_arguments(argv):\n    parser = argparse.ArgumentParser()\n    parser.add_argument(";
+    let mut stream = llm.generate(prompt.to_string(), greedy(2000));
+    assert!(matches!(stream.next().await, Some(Ok(Piece::Text(_)))));
+    drop(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while llm.requests_in_flight() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled generation went on"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let before = llm.prompt_stats();
+    collect(&llm, &format!("{prompt}\"--verbose\""), greedy(4)).await;
+    let after = llm.prompt_stats();
+    let prompt_tokens = llm.tokenizer().encode(prompt).unwrap().len() as u64;
+    assert!(
+        after.reused - before.reused >= prompt_tokens - 2,
+        "reused {} of a {prompt_tokens}-token prompt",
+        after.reused - before.reused
+    );
+}
