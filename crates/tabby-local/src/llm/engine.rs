@@ -132,6 +132,14 @@ impl PromptCache {
             .filter(|&(_, shared)| shared > 0)
             .max_by_key(|&(i, shared)| (shared, i));
         let (mut session, shared) = match best {
+            // Sharing less than half of it (the editor moved elsewhere): copy the shared
+            // part and keep the original for when the editor comes back.
+            Some((i, shared)) if shared * 2 < idle[i].tokens().len() => {
+                match idle[i].fork(shared) {
+                    Ok(copy) => (copy, shared),
+                    Err(_) => (weights.new_session(), 0),
+                }
+            }
             Some((i, shared)) => (idle.remove(i), shared),
             None => (weights.new_session(), 0),
         };

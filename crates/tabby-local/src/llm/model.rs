@@ -542,6 +542,28 @@ impl Session {
         }
     }
 
+    /// A new session holding a copy of this one's first `len` positions (this one unchanged).
+    pub fn fork(&self, len: usize) -> Result<Session> {
+        let len = len.min(self.tokens.len());
+        let mut caches = Vec::with_capacity(self.caches.len());
+        for cache in &self.caches {
+            let mut copy = LayerCache::default();
+            if let Some((k, v)) = &cache.kv
+                && len > 0
+            {
+                copy.append(
+                    &k.narrow(2, 0, len)?.contiguous()?,
+                    &v.narrow(2, 0, len)?.contiguous()?,
+                )?;
+            }
+            caches.push(copy);
+        }
+        Ok(Session {
+            caches,
+            tokens: self.tokens[..len].to_vec(),
+        })
+    }
+
     /// Bytes the caches hold (allocated, not only used).
     pub fn bytes(&self) -> usize {
         self.caches

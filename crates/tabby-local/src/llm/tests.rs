@@ -590,6 +590,8 @@ async fn reusing_cached_prompts_never_changes_the_output() {
         fim(&format!("{head}return 2 * math"), suffix),
         fim(&head.replace("The area", "Area"), suffix),
         fim(&head.replace("The area", "Area"), suffix),
+        // Back where the typing was: that session was kept (the edit took a copy).
+        fim(&format!("{head}return 2 * math"), suffix),
     ];
     let cached = load(QWEN, 1);
     let uncached = Arc::new(
@@ -605,9 +607,9 @@ async fn reusing_cached_prompts_never_changes_the_output() {
     let mut computed_per_prompt = Vec::new();
     for prompt in &prompts {
         let before = cached.prompt_stats();
-        let with = collect(&cached, prompt, greedy(24)).await;
+        let with = collect(&cached, prompt, greedy(12)).await;
         let after = cached.prompt_stats();
-        let without = collect(&uncached, prompt, greedy(24)).await;
+        let without = collect(&uncached, prompt, greedy(12)).await;
         assert_eq!(with, without, "{prompt:?}");
         computed_per_prompt.push((
             after.computed - before.computed,
@@ -630,6 +632,7 @@ async fn reusing_cached_prompts_never_changes_the_output() {
     );
     // The same prompt again reads one token (its logits start the reply).
     assert_eq!(computed_per_prompt[5].0, 1, "{computed_per_prompt:?}");
+    assert_eq!(computed_per_prompt[6].0, 1, "{computed_per_prompt:?}");
     let stats = cached.prompt_stats();
     assert!(stats.cached_bytes > 0 && stats.cached_bytes <= super::DEFAULT_PROMPT_CACHE_BYTES);
     assert_eq!(uncached.prompt_stats().reused, 0);
