@@ -1,11 +1,13 @@
-//! Code intelligence per language: tree-sitter grammars and tags queries, definitions found by
-//! tree-sitter-tags, and chunks cut by text-splitter (CodeSplitter where a grammar exists,
-//! TextSplitter otherwise) with exact 1-based start lines.
+//! Code intelligence per language: tree-sitter grammars and tags queries, and one parse per
+//! file that gives both the definitions (the tags query run on the tree) and the chunks (cut
+//! along the same tree's nodes) with exact 1-based start lines. Languages without a grammar are
+//! chunked by text-splitter's TextSplitter.
 
-use std::{collections::HashMap, ops::Range, sync::OnceLock};
+use std::{cell::RefCell, collections::HashMap, ops::Range, sync::OnceLock};
 
-use text_splitter::{ChunkConfig, CodeSplitter, TextSplitter};
-use tree_sitter_tags::{TagsConfiguration, TagsContext};
+use text_splitter::{ChunkConfig, TextSplitter};
+use tree_sitter::{Node, Parser, QueryCursor, StreamingIterator, Tree};
+use tree_sitter_tags::TagsConfiguration;
 
 /// Default chunk size in characters when the languages table gives none.
 pub const DEFAULT_CHUNK_SIZE: usize = 512;
@@ -16,6 +18,7 @@ pub const TAGS_QUERY_VERSION: u32 = 1;
 pub struct LanguageIntelligence {
     pub grammar: tree_sitter::Language,
     pub tags: TagsConfiguration,
+    capture_roles: Vec<CaptureRole>,
 }
 
 fn csharp_tags_query() -> String {
@@ -107,7 +110,11 @@ fn build(canonical: &str) -> Option<LanguageIntelligence> {
         _ => return None,
     };
     match TagsConfiguration::new(grammar.clone(), &query, locals) {
-        Ok(tags) => Some(LanguageIntelligence { grammar, tags }),
+        Ok(tags) => Some(LanguageIntelligence {
+            grammar,
+            capture_roles: roles_of(&tags),
+            tags,
+        }),
         Err(e) => {
             tracing::error!("tags query for {canonical} is invalid: {e}");
             None
@@ -160,28 +167,154 @@ pub struct Tag {
 
 /// Definitions in `text` (empty when the language has no tags query or the text does not parse).
 pub fn find_definitions(canonical: &str, text: &str) -> Vec<Tag> {
-    let Some(intel) = intelligence(canonical) else {
-        return vec![];
-    };
-    let mut context = TagsContext::new();
-    let Ok((tags, _)) = context.generate_tags(&intel.tags, text.as_bytes(), None) else {
-        return vec![];
-    };
-    tags.filter_map(Result::ok)
-        .filter(|tag| tag.is_definition)
-        .map(|tag| {
-            let start_line = text[..tag.range.start.min(text.len())]
-                .matches('\n')
-                .count();
-            let end_line = text[..tag.range.end.min(text.len())].matches('\n').count();
-            Tag {
-                name: text
-                    .get(tag.name_range.clone())
-                    .unwrap_or_default()
-                    .to_string(),
-                kind: intel.tags.syntax_type_name(tag.syntax_type_id).to_string(),
-                line_range: start_line..end_line + 1,
-                name_range: tag.name_range,
+    match (intelligence(canonical), parse(canonical, text)) {
+        (Some(intel), Some(tree)) => definitions(intel, &tree, text),
+        _ => vec![],
+    }
+}
+
+/// What one parse of a file gives the indexer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileAnalysis {
+    pub chunks: Vec<Chunk>,
+    pub definitions: Vec<Tag>,
+}
+
+/// Chunks and definitions of `text` from a single tree-sitter parse (text chunks and no
+/// definitions for languages without a grammar).
+pub fn analyze(canonical: &str, text: &str, chunk_size: usize) -> FileAnalysis {
+    let chunk_size = chunk_size.max(1);
+    match (intelligence(canonical), parse(canonical, text)) {
+        (Some(intel), Some(tree)) => FileAnalysis {
+            chunks: with_start_lines(text, syntax_chunks(text, &tree, chunk_size)),
+            definitions: definitions(intel, &tree, text),
+        },
+        _ => FileAnalysis {
+            chunks: text_chunks(text, chunk_size),
+            definitions: vec![],
+        },
+    }
+}
+
+/// Parses `text` with the language's grammar, reusing one parser per thread.
+fn parse(canonical: &str, text: &str) -> Option<Tree> {
+    thread_local! {
+        static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
+    }
+    let intel = intelligence(canonical)?;
+    PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser.set_language(&intel.grammar).ok()?;
+        parser.parse(text, None)
+    })
+}
+
+/// The tags query run on `tree`, with tree-sitter-tags' rules: a match needs a `@name` and a
+/// `@definition.*`/`@reference.*` capture, a name with a syntax error is dropped, one tag per
+/// name node (the earliest pattern wins, `@ignore` claims the node), in name order. Only
+/// definitions are kept.
+fn definitions(intel: &LanguageIntelligence, tree: &Tree, text: &str) -> Vec<Tag> {
+    let query = &intel.tags.query;
+    let captures = capture_roles(intel);
+    let mut cursor = QueryCursor::new();
+    let mut matches = cursor.matches(query, tree.root_node(), text.as_bytes());
+    // Keyed by the name's (end, start), like tree-sitter-tags' queue.
+    let mut found: Vec<((usize, usize), usize, Option<Tag>)> = Vec::new();
+    while let Some(m) = matches.next() {
+        let mut name_node = None;
+        let mut tag_node: Option<(Node, &CaptureRole)> = None;
+        let mut ignored = false;
+        for capture in m.captures() {
+            match &captures[capture.index as usize] {
+                CaptureRole::Name => name_node = Some(capture.node),
+                CaptureRole::Ignore => {
+                    ignored = true;
+                    name_node = Some(capture.node);
+                }
+                role @ CaptureRole::Tag { .. } => tag_node = Some((capture.node, role)),
+                CaptureRole::Other => {}
+            }
+        }
+        let Some(name_node) = name_node else { continue };
+        let tag = match tag_node {
+            Some((
+                node,
+                CaptureRole::Tag {
+                    kind,
+                    is_definition,
+                },
+            )) => {
+                if name_node.has_error() {
+                    continue;
+                }
+                let name_range = name_node.byte_range();
+                let start = if node.start_byte() <= name_range.start {
+                    node.start_position()
+                } else {
+                    name_node.start_position()
+                };
+                let end = if node.end_byte() >= name_range.end {
+                    node.end_position()
+                } else {
+                    name_node.end_position()
+                };
+                is_definition.then(|| Tag {
+                    name: text.get(name_range.clone()).unwrap_or_default().to_string(),
+                    kind: kind.clone(),
+                    line_range: start.row..end.row + 1,
+                    name_range,
+                })
+            }
+            _ if ignored => None,
+            _ => continue,
+        };
+        let range = name_node.byte_range();
+        let key = (range.end, range.start);
+        match found.binary_search_by_key(&key, |(k, _, _)| *k) {
+            Ok(i) => {
+                if found[i].1 > m.pattern_index {
+                    found[i] = (key, m.pattern_index, tag);
+                }
+            }
+            Err(i) => found.insert(i, (key, m.pattern_index, tag)),
+        }
+    }
+    found.into_iter().filter_map(|(_, _, tag)| tag).collect()
+}
+
+/// What each capture of a tags query stands for.
+enum CaptureRole {
+    Name,
+    Ignore,
+    Tag { kind: String, is_definition: bool },
+    Other,
+}
+
+fn capture_roles(intel: &LanguageIntelligence) -> &[CaptureRole] {
+    &intel.capture_roles
+}
+
+fn roles_of(tags: &TagsConfiguration) -> Vec<CaptureRole> {
+    tags.query
+        .capture_names()
+        .iter()
+        .map(|name| {
+            if *name == "name" {
+                CaptureRole::Name
+            } else if *name == "ignore" {
+                CaptureRole::Ignore
+            } else if let Some(kind) = name.strip_prefix("definition.") {
+                CaptureRole::Tag {
+                    kind: kind.to_string(),
+                    is_definition: true,
+                }
+            } else if let Some(kind) = name.strip_prefix("reference.") {
+                CaptureRole::Tag {
+                    kind: kind.to_string(),
+                    is_definition: false,
+                }
+            } else {
+                CaptureRole::Other
             }
         })
         .collect()
@@ -200,35 +333,172 @@ pub struct Chunk {
 /// Cuts `text` into chunks of at most `chunk_size` characters: along syntax boundaries where the
 /// language has a grammar, along text boundaries otherwise.
 pub fn chunks(canonical: &str, text: &str, chunk_size: usize) -> Vec<Chunk> {
-    let config = || ChunkConfig::new(chunk_size.max(1));
-    let pieces: Vec<(usize, &str)> = match intelligence(canonical) {
-        Some(intel) => match CodeSplitter::new(intel.grammar.clone(), config()) {
-            Ok(splitter) => splitter.chunk_indices(text).collect(),
-            Err(_) => TextSplitter::new(config()).chunk_indices(text).collect(),
-        },
-        None => TextSplitter::new(config()).chunk_indices(text).collect(),
-    };
+    analyze(canonical, text, chunk_size).chunks
+}
+
+fn text_chunks(text: &str, chunk_size: usize) -> Vec<Chunk> {
+    let pieces = TextSplitter::new(ChunkConfig::new(chunk_size))
+        .chunk_indices(text)
+        .map(|(offset, body)| offset..offset + body.len())
+        .collect();
+    with_start_lines(text, pieces)
+}
+
+/// Chunks for byte ranges in increasing order, with their 1-based start lines.
+fn with_start_lines(text: &str, pieces: Vec<Range<usize>>) -> Vec<Chunk> {
     let mut chunks = Vec::with_capacity(pieces.len());
     let (mut line, mut counted_to) = (1, 0);
-    for (offset, body) in pieces {
+    for range in pieces {
         // Offsets only grow, so count newlines incrementally.
-        if offset >= counted_to {
-            line += text.as_bytes()[counted_to..offset]
-                .iter()
-                .filter(|b| **b == b'\n')
-                .count();
-            counted_to = offset;
-        } else {
-            line = text[..offset].matches('\n').count() + 1;
-            counted_to = offset;
-        }
+        line += memchr_count(&text.as_bytes()[counted_to..range.start]);
+        counted_to = range.start;
         chunks.push(Chunk {
-            body: body.to_string(),
+            body: text[range.clone()].to_string(),
             start_line: line,
-            offset,
+            offset: range.start,
         });
     }
     chunks
+}
+
+fn memchr_count(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|b| **b == b'\n').count()
+}
+
+/// Syntax chunking: the text is covered by the root's children, each with the gap before it;
+/// consecutive siblings are packed into a chunk while it stays within `max` characters, and a
+/// sibling too large on its own is cut along its own children (then along lines, then at
+/// character boundaries when a line is too long). Chunks are trimmed as CodeSplitter trimmed
+/// them: leading newlines and trailing whitespace go, the first line's indentation stays (a
+/// one-line chunk is trimmed on both sides). Returns byte ranges in order.
+fn syntax_chunks(text: &str, tree: &Tree, max: usize) -> Vec<Range<usize>> {
+    let mut packer = Packer {
+        text,
+        max,
+        out: Vec::new(),
+        current: None,
+    };
+    let root = tree.root_node();
+    packer.sections(root, 0, text.len());
+    packer.flush();
+    packer.out
+}
+
+struct Packer<'a> {
+    text: &'a str,
+    max: usize,
+    out: Vec<Range<usize>>,
+    /// The chunk being packed (untrimmed).
+    current: Option<Range<usize>>,
+}
+
+impl Packer<'_> {
+    /// Packs `start..end`, the span of `node`'s children (and the gaps around them).
+    fn sections(&mut self, node: Node, start: usize, end: usize) {
+        let mut cursor = node.walk();
+        let mut from = start;
+        let children: Vec<Node> = node.children(&mut cursor).collect();
+        for (i, child) in children.iter().enumerate() {
+            let to = if i + 1 == children.len() {
+                end
+            } else {
+                child.end_byte().clamp(from, end)
+            };
+            if to > from {
+                self.section(Some(*child), from, to);
+            }
+            from = to;
+        }
+        if children.is_empty() && end > start {
+            self.section(None, start, end);
+        }
+    }
+
+    fn section(&mut self, node: Option<Node>, start: usize, end: usize) {
+        if let Some(current) = &self.current {
+            let joined = current.start..end;
+            if self.fits(joined.clone()) {
+                self.current = Some(joined);
+                return;
+            }
+            self.flush();
+        }
+        if self.fits(start..end) {
+            self.current = Some(start..end);
+            return;
+        }
+        match node {
+            Some(node) if node.child_count() > 0 => self.sections(node, start, end),
+            _ => self.lines(start, end),
+        }
+    }
+
+    /// A leaf too large for a chunk: packed by lines, a line too long cut by characters.
+    fn lines(&mut self, start: usize, end: usize) {
+        let mut from = start;
+        while from < end {
+            let to = self.text[from..end]
+                .find('\n')
+                .map_or(end, |i| from + i + 1);
+            if let Some(current) = &self.current {
+                if self.fits(current.start..to) {
+                    self.current = Some(current.start..to);
+                    from = to;
+                    continue;
+                }
+                self.flush();
+            }
+            if self.fits(from..to) {
+                self.current = Some(from..to);
+            } else {
+                let mut at = from;
+                while at < to {
+                    let piece_end = self.text[at..to]
+                        .char_indices()
+                        .nth(self.max)
+                        .map_or(to, |(i, _)| at + i);
+                    let piece = trim(self.text, at..piece_end);
+                    if !piece.is_empty() {
+                        self.out.push(piece);
+                    }
+                    at = piece_end;
+                }
+            }
+            from = to;
+        }
+    }
+
+    fn fits(&self, range: Range<usize>) -> bool {
+        let trimmed = trim(self.text, range);
+        // Characters never outnumber bytes: count them only when the bytes are over.
+        trimmed.len() <= self.max || self.text[trimmed].chars().count() <= self.max
+    }
+
+    fn flush(&mut self) {
+        if let Some(current) = self.current.take() {
+            let trimmed = trim(self.text, current);
+            if !trimmed.is_empty() {
+                self.out.push(trimmed);
+            }
+        }
+    }
+}
+
+/// CodeSplitter's trim (`PreserveIndentation`): a chunk that spans lines loses its leading
+/// newlines and its trailing whitespace; a one-line chunk loses whitespace on both sides.
+fn trim(text: &str, range: Range<usize>) -> Range<usize> {
+    let piece = &text[range.clone()];
+    let inner = piece.trim();
+    if inner.is_empty() {
+        return range.start..range.start;
+    }
+    let start = if inner.contains(['\n', '\r']) {
+        piece.len() - piece.trim_start_matches(['\n', '\r']).len()
+    } else {
+        piece.len() - piece.trim_start().len()
+    };
+    let end = piece.trim_end().len();
+    range.start + start..range.start + end
 }
 
 #[cfg(test)]
@@ -358,5 +628,125 @@ mod tests {
         assert!(chunks.len() >= 3);
         assert_eq!(chunks[0].start_line, 1);
         assert!(chunks.iter().all(|c| c.body.chars().count() <= 512));
+    }
+
+    /// This repository's own sources per language with a grammar.
+    fn own_sources() -> Vec<(&'static str, String)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut out = Vec::new();
+        let mut stack = vec![root.join("crates"), root.join("ee"), root.join("scripts")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let language = match path.extension().and_then(|e| e.to_str()) {
+                    Some("rs") => "rust",
+                    Some("py") => "python",
+                    Some("js") | Some("mjs") => "javascript-typescript",
+                    Some("sh") => "shellscript",
+                    _ if path.is_dir() && !path.ends_with("vendor") => {
+                        stack.push(path);
+                        continue;
+                    }
+                    _ => continue,
+                };
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    out.push((language, text));
+                }
+            }
+        }
+        assert!(out.len() > 50, "found {} sources", out.len());
+        out
+    }
+
+    /// The definitions tree-sitter-tags gives (the implementation before the single parse).
+    fn tree_sitter_tags_definitions(canonical: &str, text: &str) -> Vec<Tag> {
+        let intel = intelligence(canonical).unwrap();
+        let mut context = tree_sitter_tags::TagsContext::new();
+        let (tags, _) = context
+            .generate_tags(&intel.tags, text.as_bytes(), None)
+            .unwrap();
+        tags.filter_map(Result::ok)
+            .filter(|tag| tag.is_definition)
+            .map(|tag| Tag {
+                name: text[tag.name_range.clone()].to_string(),
+                kind: intel.tags.syntax_type_name(tag.syntax_type_id).to_string(),
+                line_range: text[..tag.range.start].matches('\n').count()
+                    ..text[..tag.range.end].matches('\n').count() + 1,
+                name_range: tag.name_range,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn definitions_equal_tree_sitter_tags_on_this_repository() {
+        for (language, text) in own_sources() {
+            assert_eq!(
+                find_definitions(language, &text),
+                tree_sitter_tags_definitions(language, &text),
+                "{language}: {}",
+                &text[..text.len().min(200)]
+            );
+        }
+    }
+
+    /// Chunks cover every non-blank byte once, in order, within the size, at exact lines.
+    fn check_chunks(text: &str, chunks: &[Chunk], max: usize) {
+        let mut covered = 0;
+        for chunk in chunks {
+            assert!(chunk.body.chars().count() <= max, "{:?}", chunk.body);
+            assert!(!chunk.body.trim().is_empty());
+            assert!(
+                chunk.offset >= covered,
+                "chunks overlap at {}",
+                chunk.offset
+            );
+            assert!(
+                text[covered..chunk.offset].trim().is_empty(),
+                "text left out: {:?}",
+                &text[covered..chunk.offset]
+            );
+            assert_eq!(
+                &text[chunk.offset..chunk.offset + chunk.body.len()],
+                chunk.body
+            );
+            assert_eq!(
+                chunk.start_line,
+                text[..chunk.offset].matches('\n').count() + 1
+            );
+            covered = chunk.offset + chunk.body.len();
+        }
+        assert!(
+            text[covered..].trim().is_empty(),
+            "text left out at the end"
+        );
+    }
+
+    #[test]
+    fn syntax_chunks_cover_this_repository_within_the_size() {
+        for (language, text) in own_sources() {
+            let chunks = chunks(language, &text, 512);
+            check_chunks(&text, &chunks, 512);
+        }
+    }
+
+    #[test]
+    fn oversized_leaves_are_cut_by_lines_then_characters() {
+        let long_string = format!("x = \"{}\"\n", "é".repeat(300));
+        let text = format!("def f():\n    return 1\n\n{long_string}y = 2\n");
+        let chunks = chunks("python", &text, 100);
+        check_chunks(&text, &chunks, 100);
+        assert_eq!(chunks[0].body, "def f():\n    return 1");
+        assert!(chunks.len() >= 4, "{chunks:?}");
+        assert!(chunks.last().unwrap().body.ends_with("y = 2"));
+    }
+
+    #[test]
+    fn one_parse_gives_chunks_and_definitions() {
+        let text = "class A:\n    def m(self):\n        pass\n\ndef f():\n    pass\n";
+        let analysis = analyze("python", text, 512);
+        assert_eq!(analysis.chunks, chunks("python", text, 512));
+        assert_eq!(analysis.definitions, find_definitions("python", text));
+        assert_eq!(analysis.chunks.len(), 1);
+        assert_eq!(analysis.chunks[0].body, text.trim_end());
     }
 }

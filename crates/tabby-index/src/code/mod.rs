@@ -335,14 +335,14 @@ impl CodeIndexer {
         };
         let chunk_size = language.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE);
         let canonical = language.canonical_name().to_string();
-        let (chunks, definitions) = {
+        let intelligence::FileAnalysis {
+            chunks,
+            definitions,
+        } = {
             let text = text.clone();
             let canonical = canonical.clone();
             tokio::task::spawn_blocking(move || {
-                (
-                    intelligence::chunks(&canonical, &text, chunk_size),
-                    intelligence::find_definitions(&canonical, &text),
-                )
+                intelligence::analyze(&canonical, &text, chunk_size)
             })
             .await?
         };
