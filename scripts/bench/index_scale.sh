@@ -30,7 +30,7 @@ run() { # label
 run cold
 echo "index size: $(du -sm "$root/index" | cut -f1) MB"
 run "unchanged re-run"
-one=$(find "$corpus" -name '*.rs' -type f | sort | head -1)
+one=$(find "$corpus" -name '*.rs' -type f | sort | awk 'NR == 1')
 cp "$one" "$root/saved"
 printf '\n// edited by the bench\nfn bench_edit() {}\n' >> "$one"
 run "one file changed"
