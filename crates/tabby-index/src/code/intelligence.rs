@@ -365,18 +365,21 @@ fn memchr_count(bytes: &[u8]) -> usize {
     bytes.iter().filter(|b| **b == b'\n').count()
 }
 
-/// Syntax chunking: the text is covered by the root's children, each with the gap before it;
+/// Syntax chunking, CodeSplitter's rules on the tree it would have parsed: the text is covered
+/// by the root's children, each with the gap after it (so a chunk starts where a node starts);
 /// consecutive siblings are packed into a chunk while it stays within `max` characters, and a
-/// sibling too large on its own is cut along its own children (then along lines, then at
-/// character boundaries when a line is too long). Chunks are trimmed as CodeSplitter trimmed
-/// them: leading newlines and trailing whitespace go, the first line's indentation stays (a
-/// one-line chunk is trimmed on both sides). Returns byte ranges in order.
+/// sibling too large on its own is cut along its own children (a leaf by CodeSplitter's
+/// fallback: sentences, then words, then grapheme clusters). Whitespace before a node that starts a chunk
+/// is left out of it, as CodeSplitter left it. Chunks are trimmed as CodeSplitter trimmed them:
+/// leading newlines and trailing whitespace go (a one-line chunk is trimmed on both sides).
+/// Returns byte ranges in order.
 fn syntax_chunks(text: &str, tree: &Tree, max: usize) -> Vec<Range<usize>> {
     let mut packer = Packer {
         text,
         max,
         out: Vec::new(),
         current: None,
+        consumed: 0,
     };
     let root = tree.root_node();
     packer.sections(root, 0, text.len());
@@ -390,22 +393,69 @@ struct Packer<'a> {
     out: Vec<Range<usize>>,
     /// The chunk being packed (untrimmed).
     current: Option<Range<usize>>,
+    /// Text before this was taken by a fallback chunk that ran past its leaf.
+    consumed: usize,
+}
+
+/// CodeSplitter's fallback levels below the syntax tree (text-splitter's `FallbackLevel`, with
+/// the same ICU segmenters).
+#[derive(Clone, Copy)]
+enum Fallback {
+    Grapheme,
+    Word,
+    Sentence,
+}
+
+impl Fallback {
+    /// Section boundaries of `text`, 0 and `text.len()` included.
+    fn boundaries(self, text: &str) -> Box<dyn Iterator<Item = usize> + '_> {
+        use icu_segmenter::{
+            GraphemeClusterSegmenter, SentenceSegmenter, WordSegmenter,
+            options::{SentenceBreakInvariantOptions, WordBreakInvariantOptions},
+        };
+        static WORDS: OnceLock<icu_segmenter::WordSegmenterBorrowed<'static>> = OnceLock::new();
+        static SENTENCES: OnceLock<icu_segmenter::SentenceSegmenterBorrowed<'static>> =
+            OnceLock::new();
+        match self {
+            Fallback::Grapheme => Box::new(GraphemeClusterSegmenter::new().segment_str(text)),
+            Fallback::Word => Box::new(
+                WORDS
+                    .get_or_init(|| {
+                        WordSegmenter::new_dictionary(WordBreakInvariantOptions::default())
+                    })
+                    .segment_str(text),
+            ),
+            Fallback::Sentence => Box::new(
+                SENTENCES
+                    .get_or_init(
+                        || SentenceSegmenter::new(SentenceBreakInvariantOptions::default()),
+                    )
+                    .segment_str(text),
+            ),
+        }
+    }
 }
 
 impl Packer<'_> {
-    /// Packs `start..end`, the span of `node`'s children (and the gaps around them).
+    /// Packs `start..end`, the span of `node`'s children and the gaps after them.
     fn sections(&mut self, node: Node, start: usize, end: usize) {
         let mut cursor = node.walk();
-        let mut from = start;
         let children: Vec<Node> = node.children(&mut cursor).collect();
+        let mut from = start;
         for (i, child) in children.iter().enumerate() {
-            let to = if i + 1 == children.len() {
-                end
-            } else {
-                child.end_byte().clamp(from, end)
+            let to = match children.get(i + 1) {
+                Some(next) => next.start_byte().clamp(from, end),
+                None => end,
             };
             if to > from {
-                self.section(Some(*child), from, to);
+                let node_start = child.start_byte().clamp(from, to);
+                let node_end = child.end_byte().clamp(node_start, to);
+                self.gap(from, node_start);
+                if node_end > node_start {
+                    self.section(Some(*child), node_start, node_end);
+                }
+                // Whitespace after the node, or text between the nodes inside a string.
+                self.gap(node_end, to);
             }
             from = to;
         }
@@ -414,7 +464,29 @@ impl Packer<'_> {
         }
     }
 
+    /// Text outside the child nodes: whitespace ends the chunk being packed, or is dropped when
+    /// no chunk is open; other text (a string's content around its escapes) is packed as a
+    /// section of its own.
+    fn gap(&mut self, start: usize, end: usize) {
+        let start = start.max(self.consumed);
+        if end <= start {
+            return;
+        }
+        if self.text[start..end].trim().is_empty() {
+            if let Some(current) = &self.current {
+                self.current = Some(current.start..end);
+            }
+        } else {
+            self.section(None, start, end);
+        }
+    }
+
     fn section(&mut self, node: Option<Node>, start: usize, end: usize) {
+        // Text a fallback chunk has already taken.
+        if end <= self.consumed {
+            return;
+        }
+        let start = start.max(self.consumed);
         if let Some(current) = &self.current {
             let joined = current.start..end;
             if self.fits(joined.clone()) {
@@ -429,43 +501,68 @@ impl Packer<'_> {
         }
         match node {
             Some(node) if node.child_count() > 0 => self.sections(node, start, end),
-            _ => self.lines(start, end),
+            Some(node) => self.oversized(start, node.end_byte().clamp(start, end), end),
+            None => self.oversized(start, end, end),
         }
     }
 
-    /// A leaf too large for a chunk: packed by lines, a line too long cut by characters.
-    fn lines(&mut self, start: usize, end: usize) {
-        let mut from = start;
-        while from < end {
-            let to = self.text[from..end]
-                .find('\n')
-                .map_or(end, |i| from + i + 1);
-            if let Some(current) = &self.current {
-                if self.fits(current.start..to) {
-                    self.current = Some(current.start..to);
-                    from = to;
-                    continue;
-                }
-                self.flush();
+    /// Text too large for a chunk that has no syntax node inside (a long string, comment or
+    /// docstring; `leaf_end` is where it ends, `end` where the next node starts): CodeSplitter's
+    /// fallback. Each chunk takes as many sentences of the text from its start as fit (words
+    /// when a sentence is too long, then grapheme clusters), sentences starting past the leaf
+    /// left out; the last one may run past the leaf's end. Once the rest of the leaf fits, it
+    /// opens the next chunk, and packing goes on from there.
+    fn oversized(&mut self, start: usize, leaf_end: usize, end: usize) {
+        let mut at = start;
+        while at < leaf_end {
+            if self.fits(at..leaf_end) {
+                self.current = Some(at..end.max(at));
+                return;
             }
-            if self.fits(from..to) {
-                self.current = Some(from..to);
-            } else {
-                let mut at = from;
-                while at < to {
-                    let piece_end = self.text[at..to]
-                        .char_indices()
-                        .nth(self.max)
-                        .map_or(to, |(i, _)| at + i);
-                    let piece = trim(self.text, at..piece_end);
-                    if !piece.is_empty() {
-                        self.out.push(piece);
-                    }
-                    at = piece_end;
-                }
+            let to = self.fallback_chunk(at, leaf_end);
+            let piece = trim(self.text, at..to);
+            if !piece.is_empty() {
+                self.out.push(piece);
             }
-            from = to;
+            at = to;
         }
+        // The last piece ended at or past the leaf's end: the next chunk starts where it ended.
+        self.consumed = self.consumed.max(at);
+        self.current = Some(at..at.max(end));
+    }
+
+    /// Where CodeSplitter's fallback ends a chunk that starts at `at` inside a leaf ending at
+    /// `leaf_end`.
+    fn fallback_chunk(&self, at: usize, leaf_end: usize) -> usize {
+        let rest = &self.text[at..];
+        let mut max_offset = leaf_end;
+        for level in [Fallback::Sentence, Fallback::Word, Fallback::Grapheme] {
+            let mut bounds = level.boundaries(rest).map(|b| at + b).skip(1);
+            let Some(first) = bounds.next() else {
+                return self.text.len();
+            };
+            if first - at > self.max && !self.fits(at..first) {
+                max_offset = max_offset.min(first);
+                continue;
+            }
+            // The largest run of this level's sections from `at` that fits, sections starting
+            // after `max_offset` left out.
+            let mut end = first;
+            let mut section_start = first;
+            for bound in bounds {
+                if section_start > max_offset || !self.fits(at..bound) {
+                    break;
+                }
+                end = bound;
+                section_start = bound;
+            }
+            return end;
+        }
+        // A grapheme cluster longer than the chunk: the cluster on its own.
+        Fallback::Grapheme
+            .boundaries(rest)
+            .nth(1)
+            .map_or(self.text.len(), |b| at + b)
     }
 
     fn fits(&self, range: Range<usize>) -> bool {
@@ -729,8 +826,147 @@ mod tests {
         }
     }
 
+    /// CodeSplitter's chunks (the chunker before syntax-nodes), as byte ranges.
+    fn code_splitter_ranges(language: &str, text: &str, max: usize) -> Vec<Range<usize>> {
+        let intel = intelligence(language).unwrap();
+        text_splitter::CodeSplitter::new(intel.grammar.clone(), ChunkConfig::new(max))
+            .unwrap()
+            .chunk_indices(text)
+            .map(|(offset, body)| offset..offset + body.len())
+            .collect()
+    }
+
+    /// How many chunks and files the syntax chunker cuts exactly as CodeSplitter did:
+    /// (files, identical files, CodeSplitter's chunks, chunks also in ours, our chunks).
+    fn compare_with_code_splitter(
+        sources: &[(&str, String)],
+        max: usize,
+        mut report: impl FnMut(&str, &[Range<usize>], &[Range<usize>]),
+    ) -> (usize, usize, usize, usize, usize) {
+        let (mut files, mut same_files, mut old_total, mut same, mut new_total) = (0, 0, 0, 0, 0);
+        for (language, text) in sources {
+            let old = code_splitter_ranges(language, text, max);
+            let new: Vec<Range<usize>> = chunks(language, text, max)
+                .iter()
+                .map(|c| c.offset..c.offset + c.body.len())
+                .collect();
+            files += 1;
+            old_total += old.len();
+            new_total += new.len();
+            let new_set: std::collections::HashSet<_> = new.iter().cloned().collect();
+            let common = old.iter().filter(|r| new_set.contains(*r)).count();
+            same += common;
+            if old == new {
+                same_files += 1;
+            } else {
+                report(text, &old, &new);
+            }
+        }
+        (files, same_files, old_total, same, new_total)
+    }
+
     #[test]
-    fn oversized_leaves_are_cut_by_lines_then_characters() {
+    fn syntax_chunks_match_code_splitter_on_this_repository() {
+        let (files, same_files, old, same, new) =
+            compare_with_code_splitter(&own_sources(), 512, |_, _, _| {});
+        eprintln!(
+            "{same_files}/{files} files identical, {same}/{old} of CodeSplitter's chunks kept, {new} chunks"
+        );
+        assert!(same * 100 >= old * 99, "{same}/{old}");
+    }
+
+    #[test]
+    fn long_docstrings_and_escapes_are_cut_as_code_splitter_cut_them() {
+        let sentences = "This sentence says something. Another one follows it here! "
+            .repeat(6)
+            .replace("! T", "!\n    T");
+        let texts = [
+            format!(
+                "def f(a):\n    \"\"\"{sentences}\n    \"\"\"\n    return a\n\n\ndef g():\n    pass\n"
+            ),
+            format!(
+                "x = 1\nS = \"\"\"\\\n{sentences} C:\\\\Program Files \\n {sentences}\"\"\"\ny = 2\n"
+            ),
+            format!(
+                "class A:\n    # {}\n    def m(self):\n        return 'a\\tb'\n",
+                "word ".repeat(60)
+            ),
+            format!("s = '{}'\n", "é".repeat(300)),
+        ];
+        for text in &texts {
+            for max in [40, 100, 200, 512] {
+                let ours: Vec<Range<usize>> = chunks("python", text, max)
+                    .iter()
+                    .map(|c| c.offset..c.offset + c.body.len())
+                    .collect();
+                assert_eq!(
+                    ours,
+                    code_splitter_ranges("python", text, max),
+                    "{max}: {text}"
+                );
+            }
+        }
+    }
+
+    /// `CHUNKS_COMPARE_DIR=DIR cargo test -p tabby-index -- --ignored compare_chunks_in_dir`:
+    /// the same comparison on the Python and Rust files under DIR that pass the quality filters;
+    /// chunks of differing files are written to `CHUNKS_COMPARE_OUT` when set.
+    #[test]
+    #[ignore]
+    fn compare_chunks_in_dir() {
+        let dir = std::env::var("CHUNKS_COMPARE_DIR").expect("CHUNKS_COMPARE_DIR");
+        let mut sources = Vec::new();
+        let mut stack = vec![std::path::PathBuf::from(dir)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let language = match path.extension().and_then(|e| e.to_str()) {
+                    Some("rs") => "rust",
+                    Some("py") => "python",
+                    _ if path.is_dir() => {
+                        stack.push(path);
+                        continue;
+                    }
+                    _ => continue,
+                };
+                // What the indexer would chunk.
+                if let Ok(text) = std::fs::read_to_string(&path)
+                    && crate::code::filter::quality_check(&text).is_ok()
+                {
+                    sources.push((language, text));
+                }
+            }
+        }
+        let mut out = String::new();
+        let (files, same_files, old, same, new) =
+            compare_with_code_splitter(&sources, 512, |text, old, new| {
+                let old_set: std::collections::HashSet<_> = old.iter().cloned().collect();
+                let new_set: std::collections::HashSet<_> = new.iter().cloned().collect();
+                for r in old.iter().filter(|r| !new_set.contains(*r)).take(3) {
+                    out += &format!(
+                        "--- old only @{}\n{}\n",
+                        text[..r.start].matches('\n').count() + 1,
+                        &text[r.clone()]
+                    );
+                }
+                for r in new.iter().filter(|r| !old_set.contains(*r)).take(3) {
+                    out += &format!(
+                        "+++ new only @{}\n{}\n",
+                        text[..r.start].matches('\n').count() + 1,
+                        &text[r.clone()]
+                    );
+                }
+            });
+        if let Ok(path) = std::env::var("CHUNKS_COMPARE_OUT") {
+            std::fs::write(path, out).unwrap();
+        }
+        eprintln!(
+            "{same_files}/{files} files identical, {same}/{old} of CodeSplitter's chunks kept, {new} chunks"
+        );
+    }
+
+    #[test]
+    fn oversized_leaves_are_cut_by_sentences_words_then_characters() {
         let long_string = format!("x = \"{}\"\n", "é".repeat(300));
         let text = format!("def f():\n    return 1\n\n{long_string}y = 2\n");
         let chunks = chunks("python", &text, 100);
