@@ -14,7 +14,7 @@ use crate::code::intelligence::{DEFAULT_CHUNK_SIZE, TAGS_QUERY_VERSION};
 
 const META_FILE: &str = "tabby-index.json";
 /// Identifies the chunking algorithm; bump when chunk boundaries change.
-pub const CHUNKER: &str = "text-splitter-0.33/v1";
+pub const CHUNKER: &str = "syntax-nodes/v3";
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct IndexMeta {

@@ -16,6 +16,9 @@ pub struct RepositorySummary {
     pub removed: usize,
     pub bytes: u64,
     pub seconds: f64,
+    /// Busy seconds per stage (`read`, `prepare` summed over its workers, `embed`, `write`,
+    /// `commit`, `merge`); stages overlap, so they add up to more than `seconds`.
+    pub stages: Vec<(&'static str, f64)>,
 }
 
 impl RepositorySummary {
@@ -56,6 +59,14 @@ impl fmt::Display for RepositorySummary {
                 0.0
             },
         )?;
+        if !self.stages.is_empty() {
+            let stages: Vec<String> = self
+                .stages
+                .iter()
+                .map(|(stage, secs)| format!("{stage} {secs:.1}"))
+                .collect();
+            writeln!(f, "  stage seconds: {}", stages.join(", "))?;
+        }
         for (reason, count) in &self.skipped {
             writeln!(f, "  skipped {count:>6}: {reason}")?;
         }

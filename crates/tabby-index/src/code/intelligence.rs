@@ -1,11 +1,13 @@
-//! Code intelligence per language: tree-sitter grammars and tags queries, definitions found by
-//! tree-sitter-tags, and chunks cut by text-splitter (CodeSplitter where a grammar exists,
-//! TextSplitter otherwise) with exact 1-based start lines.
+//! Code intelligence per language: tree-sitter grammars and tags queries, and one parse per
+//! file that gives both the definitions (the tags query run on the tree) and the chunks (cut
+//! along the same tree's nodes) with exact 1-based start lines. Languages without a grammar are
+//! chunked by text-splitter's TextSplitter.
 
-use std::{collections::HashMap, ops::Range, sync::OnceLock};
+use std::{cell::RefCell, collections::HashMap, ops::Range, sync::OnceLock};
 
-use text_splitter::{ChunkConfig, CodeSplitter, TextSplitter};
-use tree_sitter_tags::{TagsConfiguration, TagsContext};
+use text_splitter::{ChunkConfig, TextSplitter};
+use tree_sitter::{Node, Parser, QueryCursor, StreamingIterator, Tree};
+use tree_sitter_tags::TagsConfiguration;
 
 /// Default chunk size in characters when the languages table gives none.
 pub const DEFAULT_CHUNK_SIZE: usize = 512;
@@ -16,6 +18,7 @@ pub const TAGS_QUERY_VERSION: u32 = 1;
 pub struct LanguageIntelligence {
     pub grammar: tree_sitter::Language,
     pub tags: TagsConfiguration,
+    capture_roles: Vec<CaptureRole>,
 }
 
 fn csharp_tags_query() -> String {
@@ -107,7 +110,11 @@ fn build(canonical: &str) -> Option<LanguageIntelligence> {
         _ => return None,
     };
     match TagsConfiguration::new(grammar.clone(), &query, locals) {
-        Ok(tags) => Some(LanguageIntelligence { grammar, tags }),
+        Ok(tags) => Some(LanguageIntelligence {
+            grammar,
+            capture_roles: roles_of(&tags),
+            tags,
+        }),
         Err(e) => {
             tracing::error!("tags query for {canonical} is invalid: {e}");
             None
@@ -160,28 +167,154 @@ pub struct Tag {
 
 /// Definitions in `text` (empty when the language has no tags query or the text does not parse).
 pub fn find_definitions(canonical: &str, text: &str) -> Vec<Tag> {
-    let Some(intel) = intelligence(canonical) else {
-        return vec![];
-    };
-    let mut context = TagsContext::new();
-    let Ok((tags, _)) = context.generate_tags(&intel.tags, text.as_bytes(), None) else {
-        return vec![];
-    };
-    tags.filter_map(Result::ok)
-        .filter(|tag| tag.is_definition)
-        .map(|tag| {
-            let start_line = text[..tag.range.start.min(text.len())]
-                .matches('\n')
-                .count();
-            let end_line = text[..tag.range.end.min(text.len())].matches('\n').count();
-            Tag {
-                name: text
-                    .get(tag.name_range.clone())
-                    .unwrap_or_default()
-                    .to_string(),
-                kind: intel.tags.syntax_type_name(tag.syntax_type_id).to_string(),
-                line_range: start_line..end_line + 1,
-                name_range: tag.name_range,
+    match (intelligence(canonical), parse(canonical, text)) {
+        (Some(intel), Some(tree)) => definitions(intel, &tree, text),
+        _ => vec![],
+    }
+}
+
+/// What one parse of a file gives the indexer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileAnalysis {
+    pub chunks: Vec<Chunk>,
+    pub definitions: Vec<Tag>,
+}
+
+/// Chunks and definitions of `text` from a single tree-sitter parse (text chunks and no
+/// definitions for languages without a grammar).
+pub fn analyze(canonical: &str, text: &str, chunk_size: usize) -> FileAnalysis {
+    let chunk_size = chunk_size.max(1);
+    match (intelligence(canonical), parse(canonical, text)) {
+        (Some(intel), Some(tree)) => FileAnalysis {
+            chunks: with_start_lines(text, syntax_chunks(text, &tree, chunk_size)),
+            definitions: definitions(intel, &tree, text),
+        },
+        _ => FileAnalysis {
+            chunks: text_chunks(text, chunk_size),
+            definitions: vec![],
+        },
+    }
+}
+
+/// Parses `text` with the language's grammar, reusing one parser per thread.
+fn parse(canonical: &str, text: &str) -> Option<Tree> {
+    thread_local! {
+        static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
+    }
+    let intel = intelligence(canonical)?;
+    PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser.set_language(&intel.grammar).ok()?;
+        parser.parse(text, None)
+    })
+}
+
+/// The tags query run on `tree`, with tree-sitter-tags' rules: a match needs a `@name` and a
+/// `@definition.*`/`@reference.*` capture, a name with a syntax error is dropped, one tag per
+/// name node (the earliest pattern wins, `@ignore` claims the node), in name order. Only
+/// definitions are kept.
+fn definitions(intel: &LanguageIntelligence, tree: &Tree, text: &str) -> Vec<Tag> {
+    let query = &intel.tags.query;
+    let captures = capture_roles(intel);
+    let mut cursor = QueryCursor::new();
+    let mut matches = cursor.matches(query, tree.root_node(), text.as_bytes());
+    // Keyed by the name's (end, start), like tree-sitter-tags' queue.
+    let mut found: Vec<((usize, usize), usize, Option<Tag>)> = Vec::new();
+    while let Some(m) = matches.next() {
+        let mut name_node = None;
+        let mut tag_node: Option<(Node, &CaptureRole)> = None;
+        let mut ignored = false;
+        for capture in m.captures() {
+            match &captures[capture.index as usize] {
+                CaptureRole::Name => name_node = Some(capture.node),
+                CaptureRole::Ignore => {
+                    ignored = true;
+                    name_node = Some(capture.node);
+                }
+                role @ CaptureRole::Tag { .. } => tag_node = Some((capture.node, role)),
+                CaptureRole::Other => {}
+            }
+        }
+        let Some(name_node) = name_node else { continue };
+        let tag = match tag_node {
+            Some((
+                node,
+                CaptureRole::Tag {
+                    kind,
+                    is_definition,
+                },
+            )) => {
+                if name_node.has_error() {
+                    continue;
+                }
+                let name_range = name_node.byte_range();
+                let start = if node.start_byte() <= name_range.start {
+                    node.start_position()
+                } else {
+                    name_node.start_position()
+                };
+                let end = if node.end_byte() >= name_range.end {
+                    node.end_position()
+                } else {
+                    name_node.end_position()
+                };
+                is_definition.then(|| Tag {
+                    name: text.get(name_range.clone()).unwrap_or_default().to_string(),
+                    kind: kind.clone(),
+                    line_range: start.row..end.row + 1,
+                    name_range,
+                })
+            }
+            _ if ignored => None,
+            _ => continue,
+        };
+        let range = name_node.byte_range();
+        let key = (range.end, range.start);
+        match found.binary_search_by_key(&key, |(k, _, _)| *k) {
+            Ok(i) => {
+                if found[i].1 > m.pattern_index {
+                    found[i] = (key, m.pattern_index, tag);
+                }
+            }
+            Err(i) => found.insert(i, (key, m.pattern_index, tag)),
+        }
+    }
+    found.into_iter().filter_map(|(_, _, tag)| tag).collect()
+}
+
+/// What each capture of a tags query stands for.
+enum CaptureRole {
+    Name,
+    Ignore,
+    Tag { kind: String, is_definition: bool },
+    Other,
+}
+
+fn capture_roles(intel: &LanguageIntelligence) -> &[CaptureRole] {
+    &intel.capture_roles
+}
+
+fn roles_of(tags: &TagsConfiguration) -> Vec<CaptureRole> {
+    tags.query
+        .capture_names()
+        .iter()
+        .map(|name| {
+            if *name == "name" {
+                CaptureRole::Name
+            } else if *name == "ignore" {
+                CaptureRole::Ignore
+            } else if let Some(kind) = name.strip_prefix("definition.") {
+                CaptureRole::Tag {
+                    kind: kind.to_string(),
+                    is_definition: true,
+                }
+            } else if let Some(kind) = name.strip_prefix("reference.") {
+                CaptureRole::Tag {
+                    kind: kind.to_string(),
+                    is_definition: false,
+                }
+            } else {
+                CaptureRole::Other
             }
         })
         .collect()
@@ -200,35 +333,269 @@ pub struct Chunk {
 /// Cuts `text` into chunks of at most `chunk_size` characters: along syntax boundaries where the
 /// language has a grammar, along text boundaries otherwise.
 pub fn chunks(canonical: &str, text: &str, chunk_size: usize) -> Vec<Chunk> {
-    let config = || ChunkConfig::new(chunk_size.max(1));
-    let pieces: Vec<(usize, &str)> = match intelligence(canonical) {
-        Some(intel) => match CodeSplitter::new(intel.grammar.clone(), config()) {
-            Ok(splitter) => splitter.chunk_indices(text).collect(),
-            Err(_) => TextSplitter::new(config()).chunk_indices(text).collect(),
-        },
-        None => TextSplitter::new(config()).chunk_indices(text).collect(),
-    };
+    analyze(canonical, text, chunk_size).chunks
+}
+
+fn text_chunks(text: &str, chunk_size: usize) -> Vec<Chunk> {
+    let pieces = TextSplitter::new(ChunkConfig::new(chunk_size))
+        .chunk_indices(text)
+        .map(|(offset, body)| offset..offset + body.len())
+        .collect();
+    with_start_lines(text, pieces)
+}
+
+/// Chunks for byte ranges in increasing order, with their 1-based start lines.
+fn with_start_lines(text: &str, pieces: Vec<Range<usize>>) -> Vec<Chunk> {
     let mut chunks = Vec::with_capacity(pieces.len());
     let (mut line, mut counted_to) = (1, 0);
-    for (offset, body) in pieces {
+    for range in pieces {
         // Offsets only grow, so count newlines incrementally.
-        if offset >= counted_to {
-            line += text.as_bytes()[counted_to..offset]
-                .iter()
-                .filter(|b| **b == b'\n')
-                .count();
-            counted_to = offset;
-        } else {
-            line = text[..offset].matches('\n').count() + 1;
-            counted_to = offset;
-        }
+        line += memchr_count(&text.as_bytes()[counted_to..range.start]);
+        counted_to = range.start;
         chunks.push(Chunk {
-            body: body.to_string(),
+            body: text[range.clone()].to_string(),
             start_line: line,
-            offset,
+            offset: range.start,
         });
     }
     chunks
+}
+
+fn memchr_count(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|b| **b == b'\n').count()
+}
+
+/// Syntax chunking, CodeSplitter's rules on the tree it would have parsed: the text is covered
+/// by the root's children, each with the gap after it (so a chunk starts where a node starts);
+/// consecutive siblings are packed into a chunk while it stays within `max` characters, and a
+/// sibling too large on its own is cut along its own children (a leaf by CodeSplitter's
+/// fallback: sentences, then words, then grapheme clusters). Whitespace before a node that starts a chunk
+/// is left out of it, as CodeSplitter left it. Chunks are trimmed as CodeSplitter trimmed them:
+/// leading newlines and trailing whitespace go (a one-line chunk is trimmed on both sides).
+/// Returns byte ranges in order.
+fn syntax_chunks(text: &str, tree: &Tree, max: usize) -> Vec<Range<usize>> {
+    let mut packer = Packer {
+        text,
+        max,
+        out: Vec::new(),
+        current: None,
+        consumed: 0,
+    };
+    let root = tree.root_node();
+    packer.sections(root, 0, text.len());
+    packer.flush();
+    packer.out
+}
+
+struct Packer<'a> {
+    text: &'a str,
+    max: usize,
+    out: Vec<Range<usize>>,
+    /// The chunk being packed (untrimmed).
+    current: Option<Range<usize>>,
+    /// Text before this was taken by a fallback chunk that ran past its leaf.
+    consumed: usize,
+}
+
+/// CodeSplitter's fallback levels below the syntax tree (text-splitter's `FallbackLevel`, with
+/// the same ICU segmenters).
+#[derive(Clone, Copy)]
+enum Fallback {
+    Grapheme,
+    Word,
+    Sentence,
+}
+
+impl Fallback {
+    /// Section boundaries of `text`, 0 and `text.len()` included.
+    fn boundaries(self, text: &str) -> Box<dyn Iterator<Item = usize> + '_> {
+        use icu_segmenter::{
+            GraphemeClusterSegmenter, SentenceSegmenter, WordSegmenter,
+            options::{SentenceBreakInvariantOptions, WordBreakInvariantOptions},
+        };
+        static WORDS: OnceLock<icu_segmenter::WordSegmenterBorrowed<'static>> = OnceLock::new();
+        static SENTENCES: OnceLock<icu_segmenter::SentenceSegmenterBorrowed<'static>> =
+            OnceLock::new();
+        match self {
+            Fallback::Grapheme => Box::new(GraphemeClusterSegmenter::new().segment_str(text)),
+            Fallback::Word => Box::new(
+                WORDS
+                    .get_or_init(|| {
+                        WordSegmenter::new_dictionary(WordBreakInvariantOptions::default())
+                    })
+                    .segment_str(text),
+            ),
+            Fallback::Sentence => Box::new(
+                SENTENCES
+                    .get_or_init(
+                        || SentenceSegmenter::new(SentenceBreakInvariantOptions::default()),
+                    )
+                    .segment_str(text),
+            ),
+        }
+    }
+}
+
+impl Packer<'_> {
+    /// Packs `start..end`, the span of `node`'s children and the gaps after them.
+    fn sections(&mut self, node: Node, start: usize, end: usize) {
+        let mut cursor = node.walk();
+        let children: Vec<Node> = node.children(&mut cursor).collect();
+        let mut from = start;
+        for (i, child) in children.iter().enumerate() {
+            let to = match children.get(i + 1) {
+                Some(next) => next.start_byte().clamp(from, end),
+                None => end,
+            };
+            if to > from {
+                let node_start = child.start_byte().clamp(from, to);
+                let node_end = child.end_byte().clamp(node_start, to);
+                self.gap(from, node_start);
+                if node_end > node_start {
+                    self.section(Some(*child), node_start, node_end);
+                }
+                // Whitespace after the node, or text between the nodes inside a string.
+                self.gap(node_end, to);
+            }
+            from = to;
+        }
+        if children.is_empty() && end > start {
+            self.section(None, start, end);
+        }
+    }
+
+    /// Text outside the child nodes: whitespace ends the chunk being packed, or is dropped when
+    /// no chunk is open; other text (a string's content around its escapes) is packed as a
+    /// section of its own.
+    fn gap(&mut self, start: usize, end: usize) {
+        let start = start.max(self.consumed);
+        if end <= start {
+            return;
+        }
+        if self.text[start..end].trim().is_empty() {
+            if let Some(current) = &self.current {
+                self.current = Some(current.start..end);
+            }
+        } else {
+            self.section(None, start, end);
+        }
+    }
+
+    fn section(&mut self, node: Option<Node>, start: usize, end: usize) {
+        // Text a fallback chunk has already taken.
+        if end <= self.consumed {
+            return;
+        }
+        let start = start.max(self.consumed);
+        if let Some(current) = &self.current {
+            let joined = current.start..end;
+            if self.fits(joined.clone()) {
+                self.current = Some(joined);
+                return;
+            }
+            self.flush();
+        }
+        if self.fits(start..end) {
+            self.current = Some(start..end);
+            return;
+        }
+        match node {
+            Some(node) if node.child_count() > 0 => self.sections(node, start, end),
+            Some(node) => self.oversized(start, node.end_byte().clamp(start, end), end),
+            None => self.oversized(start, end, end),
+        }
+    }
+
+    /// Text too large for a chunk that has no syntax node inside (a long string, comment or
+    /// docstring; `leaf_end` is where it ends, `end` where the next node starts): CodeSplitter's
+    /// fallback. Each chunk takes as many sentences of the text from its start as fit (words
+    /// when a sentence is too long, then grapheme clusters), sentences starting past the leaf
+    /// left out; the last one may run past the leaf's end. Once the rest of the leaf fits, it
+    /// opens the next chunk, and packing goes on from there.
+    fn oversized(&mut self, start: usize, leaf_end: usize, end: usize) {
+        let mut at = start;
+        while at < leaf_end {
+            if self.fits(at..leaf_end) {
+                self.current = Some(at..end.max(at));
+                return;
+            }
+            let to = self.fallback_chunk(at, leaf_end);
+            let piece = trim(self.text, at..to);
+            if !piece.is_empty() {
+                self.out.push(piece);
+            }
+            at = to;
+        }
+        // The last piece ended at or past the leaf's end: the next chunk starts where it ended.
+        self.consumed = self.consumed.max(at);
+        self.current = Some(at..at.max(end));
+    }
+
+    /// Where CodeSplitter's fallback ends a chunk that starts at `at` inside a leaf ending at
+    /// `leaf_end`.
+    fn fallback_chunk(&self, at: usize, leaf_end: usize) -> usize {
+        let rest = &self.text[at..];
+        let mut max_offset = leaf_end;
+        for level in [Fallback::Sentence, Fallback::Word, Fallback::Grapheme] {
+            let mut bounds = level.boundaries(rest).map(|b| at + b).skip(1);
+            let Some(first) = bounds.next() else {
+                return self.text.len();
+            };
+            if first - at > self.max && !self.fits(at..first) {
+                max_offset = max_offset.min(first);
+                continue;
+            }
+            // The largest run of this level's sections from `at` that fits, sections starting
+            // after `max_offset` left out.
+            let mut end = first;
+            let mut section_start = first;
+            for bound in bounds {
+                if section_start > max_offset || !self.fits(at..bound) {
+                    break;
+                }
+                end = bound;
+                section_start = bound;
+            }
+            return end;
+        }
+        // A grapheme cluster longer than the chunk: the cluster on its own.
+        Fallback::Grapheme
+            .boundaries(rest)
+            .nth(1)
+            .map_or(self.text.len(), |b| at + b)
+    }
+
+    fn fits(&self, range: Range<usize>) -> bool {
+        let trimmed = trim(self.text, range);
+        // Characters never outnumber bytes: count them only when the bytes are over.
+        trimmed.len() <= self.max || self.text[trimmed].chars().count() <= self.max
+    }
+
+    fn flush(&mut self) {
+        if let Some(current) = self.current.take() {
+            let trimmed = trim(self.text, current);
+            if !trimmed.is_empty() {
+                self.out.push(trimmed);
+            }
+        }
+    }
+}
+
+/// CodeSplitter's trim (`PreserveIndentation`): a chunk that spans lines loses its leading
+/// newlines and its trailing whitespace; a one-line chunk loses whitespace on both sides.
+fn trim(text: &str, range: Range<usize>) -> Range<usize> {
+    let piece = &text[range.clone()];
+    let inner = piece.trim();
+    if inner.is_empty() {
+        return range.start..range.start;
+    }
+    let start = if inner.contains(['\n', '\r']) {
+        piece.len() - piece.trim_start_matches(['\n', '\r']).len()
+    } else {
+        piece.len() - piece.trim_start().len()
+    };
+    let end = piece.trim_end().len();
+    range.start + start..range.start + end
 }
 
 #[cfg(test)]
@@ -358,5 +725,264 @@ mod tests {
         assert!(chunks.len() >= 3);
         assert_eq!(chunks[0].start_line, 1);
         assert!(chunks.iter().all(|c| c.body.chars().count() <= 512));
+    }
+
+    /// This repository's own sources per language with a grammar.
+    fn own_sources() -> Vec<(&'static str, String)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut out = Vec::new();
+        let mut stack = vec![root.join("crates"), root.join("ee"), root.join("scripts")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let language = match path.extension().and_then(|e| e.to_str()) {
+                    Some("rs") => "rust",
+                    Some("py") => "python",
+                    Some("js") | Some("mjs") => "javascript-typescript",
+                    Some("sh") => "shellscript",
+                    _ if path.is_dir() && !path.ends_with("vendor") => {
+                        stack.push(path);
+                        continue;
+                    }
+                    _ => continue,
+                };
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    out.push((language, text));
+                }
+            }
+        }
+        assert!(out.len() > 50, "found {} sources", out.len());
+        out
+    }
+
+    /// The definitions tree-sitter-tags gives (the implementation before the single parse).
+    fn tree_sitter_tags_definitions(canonical: &str, text: &str) -> Vec<Tag> {
+        let intel = intelligence(canonical).unwrap();
+        let mut context = tree_sitter_tags::TagsContext::new();
+        let (tags, _) = context
+            .generate_tags(&intel.tags, text.as_bytes(), None)
+            .unwrap();
+        tags.filter_map(Result::ok)
+            .filter(|tag| tag.is_definition)
+            .map(|tag| Tag {
+                name: text[tag.name_range.clone()].to_string(),
+                kind: intel.tags.syntax_type_name(tag.syntax_type_id).to_string(),
+                line_range: text[..tag.range.start].matches('\n').count()
+                    ..text[..tag.range.end].matches('\n').count() + 1,
+                name_range: tag.name_range,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn definitions_equal_tree_sitter_tags_on_this_repository() {
+        for (language, text) in own_sources() {
+            assert_eq!(
+                find_definitions(language, &text),
+                tree_sitter_tags_definitions(language, &text),
+                "{language}: {}",
+                &text[..text.len().min(200)]
+            );
+        }
+    }
+
+    /// Chunks cover every non-blank byte once, in order, within the size, at exact lines.
+    fn check_chunks(text: &str, chunks: &[Chunk], max: usize) {
+        let mut covered = 0;
+        for chunk in chunks {
+            assert!(chunk.body.chars().count() <= max, "{:?}", chunk.body);
+            assert!(!chunk.body.trim().is_empty());
+            assert!(
+                chunk.offset >= covered,
+                "chunks overlap at {}",
+                chunk.offset
+            );
+            assert!(
+                text[covered..chunk.offset].trim().is_empty(),
+                "text left out: {:?}",
+                &text[covered..chunk.offset]
+            );
+            assert_eq!(
+                &text[chunk.offset..chunk.offset + chunk.body.len()],
+                chunk.body
+            );
+            assert_eq!(
+                chunk.start_line,
+                text[..chunk.offset].matches('\n').count() + 1
+            );
+            covered = chunk.offset + chunk.body.len();
+        }
+        assert!(
+            text[covered..].trim().is_empty(),
+            "text left out at the end"
+        );
+    }
+
+    #[test]
+    fn syntax_chunks_cover_this_repository_within_the_size() {
+        for (language, text) in own_sources() {
+            let chunks = chunks(language, &text, 512);
+            check_chunks(&text, &chunks, 512);
+        }
+    }
+
+    /// CodeSplitter's chunks (the chunker before syntax-nodes), as byte ranges.
+    fn code_splitter_ranges(language: &str, text: &str, max: usize) -> Vec<Range<usize>> {
+        let intel = intelligence(language).unwrap();
+        text_splitter::CodeSplitter::new(intel.grammar.clone(), ChunkConfig::new(max))
+            .unwrap()
+            .chunk_indices(text)
+            .map(|(offset, body)| offset..offset + body.len())
+            .collect()
+    }
+
+    /// How many chunks and files the syntax chunker cuts exactly as CodeSplitter did:
+    /// (files, identical files, CodeSplitter's chunks, chunks also in ours, our chunks).
+    fn compare_with_code_splitter(
+        sources: &[(&str, String)],
+        max: usize,
+        mut report: impl FnMut(&str, &[Range<usize>], &[Range<usize>]),
+    ) -> (usize, usize, usize, usize, usize) {
+        let (mut files, mut same_files, mut old_total, mut same, mut new_total) = (0, 0, 0, 0, 0);
+        for (language, text) in sources {
+            let old = code_splitter_ranges(language, text, max);
+            let new: Vec<Range<usize>> = chunks(language, text, max)
+                .iter()
+                .map(|c| c.offset..c.offset + c.body.len())
+                .collect();
+            files += 1;
+            old_total += old.len();
+            new_total += new.len();
+            let new_set: std::collections::HashSet<_> = new.iter().cloned().collect();
+            let common = old.iter().filter(|r| new_set.contains(*r)).count();
+            same += common;
+            if old == new {
+                same_files += 1;
+            } else {
+                report(text, &old, &new);
+            }
+        }
+        (files, same_files, old_total, same, new_total)
+    }
+
+    #[test]
+    fn syntax_chunks_match_code_splitter_on_this_repository() {
+        let (files, same_files, old, same, new) =
+            compare_with_code_splitter(&own_sources(), 512, |_, _, _| {});
+        eprintln!(
+            "{same_files}/{files} files identical, {same}/{old} of CodeSplitter's chunks kept, {new} chunks"
+        );
+        assert!(same * 100 >= old * 99, "{same}/{old}");
+    }
+
+    #[test]
+    fn long_docstrings_and_escapes_are_cut_as_code_splitter_cut_them() {
+        let sentences = "This sentence says something. Another one follows it here! "
+            .repeat(6)
+            .replace("! T", "!\n    T");
+        let texts = [
+            format!(
+                "def f(a):\n    \"\"\"{sentences}\n    \"\"\"\n    return a\n\n\ndef g():\n    pass\n"
+            ),
+            format!(
+                "x = 1\nS = \"\"\"\\\n{sentences} C:\\\\Program Files \\n {sentences}\"\"\"\ny = 2\n"
+            ),
+            format!(
+                "class A:\n    # {}\n    def m(self):\n        return 'a\\tb'\n",
+                "word ".repeat(60)
+            ),
+            format!("s = '{}'\n", "é".repeat(300)),
+        ];
+        for text in &texts {
+            for max in [40, 100, 200, 512] {
+                let ours: Vec<Range<usize>> = chunks("python", text, max)
+                    .iter()
+                    .map(|c| c.offset..c.offset + c.body.len())
+                    .collect();
+                assert_eq!(
+                    ours,
+                    code_splitter_ranges("python", text, max),
+                    "{max}: {text}"
+                );
+            }
+        }
+    }
+
+    /// `CHUNKS_COMPARE_DIR=DIR cargo test -p tabby-index -- --ignored compare_chunks_in_dir`:
+    /// the same comparison on the Python and Rust files under DIR that pass the quality filters;
+    /// chunks of differing files are written to `CHUNKS_COMPARE_OUT` when set.
+    #[test]
+    #[ignore]
+    fn compare_chunks_in_dir() {
+        let dir = std::env::var("CHUNKS_COMPARE_DIR").expect("CHUNKS_COMPARE_DIR");
+        let mut sources = Vec::new();
+        let mut stack = vec![std::path::PathBuf::from(dir)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                let language = match path.extension().and_then(|e| e.to_str()) {
+                    Some("rs") => "rust",
+                    Some("py") => "python",
+                    _ if path.is_dir() => {
+                        stack.push(path);
+                        continue;
+                    }
+                    _ => continue,
+                };
+                // What the indexer would chunk.
+                if let Ok(text) = std::fs::read_to_string(&path)
+                    && crate::code::filter::quality_check(&text).is_ok()
+                {
+                    sources.push((language, text));
+                }
+            }
+        }
+        let mut out = String::new();
+        let (files, same_files, old, same, new) =
+            compare_with_code_splitter(&sources, 512, |text, old, new| {
+                let old_set: std::collections::HashSet<_> = old.iter().cloned().collect();
+                let new_set: std::collections::HashSet<_> = new.iter().cloned().collect();
+                for r in old.iter().filter(|r| !new_set.contains(*r)).take(3) {
+                    out += &format!(
+                        "--- old only @{}\n{}\n",
+                        text[..r.start].matches('\n').count() + 1,
+                        &text[r.clone()]
+                    );
+                }
+                for r in new.iter().filter(|r| !old_set.contains(*r)).take(3) {
+                    out += &format!(
+                        "+++ new only @{}\n{}\n",
+                        text[..r.start].matches('\n').count() + 1,
+                        &text[r.clone()]
+                    );
+                }
+            });
+        if let Ok(path) = std::env::var("CHUNKS_COMPARE_OUT") {
+            std::fs::write(path, out).unwrap();
+        }
+        eprintln!(
+            "{same_files}/{files} files identical, {same}/{old} of CodeSplitter's chunks kept, {new} chunks"
+        );
+    }
+
+    #[test]
+    fn oversized_leaves_are_cut_by_sentences_words_then_characters() {
+        let long_string = format!("x = \"{}\"\n", "é".repeat(300));
+        let text = format!("def f():\n    return 1\n\n{long_string}y = 2\n");
+        let chunks = chunks("python", &text, 100);
+        check_chunks(&text, &chunks, 100);
+        assert_eq!(chunks[0].body, "def f():\n    return 1");
+        assert!(chunks.len() >= 4, "{chunks:?}");
+        assert!(chunks.last().unwrap().body.ends_with("y = 2"));
+    }
+
+    #[test]
+    fn one_parse_gives_chunks_and_definitions() {
+        let text = "class A:\n    def m(self):\n        pass\n\ndef f():\n    pass\n";
+        let analysis = analyze("python", text, 512);
+        assert_eq!(analysis.chunks, chunks("python", text, 512));
+        assert_eq!(analysis.definitions, find_definitions("python", text));
+        assert_eq!(analysis.chunks.len(), 1);
+        assert_eq!(analysis.chunks[0].body, text.trim_end());
     }
 }

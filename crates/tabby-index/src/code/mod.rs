@@ -4,6 +4,7 @@
 
 pub mod filter;
 pub mod intelligence;
+mod pipeline;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -18,10 +19,7 @@ use tabby_common::{
     git_url::{canonicalize_git_url, redact_credentials},
     index::{
         IndexSchema,
-        code::{
-            binarize_embedding, fields, is_test_path, pack_embedding_bits, search_words,
-            tokenize_code,
-        },
+        code::{binarize_embedding, pack_embedding_bits, search_words},
         corpus,
     },
     languages::LanguageTable,
@@ -35,10 +33,7 @@ use tantivy::{
 };
 use tracing::{info, warn};
 
-use self::{
-    filter::{MAX_FILE_BYTES, SkipReason},
-    intelligence::{Chunk, DEFAULT_CHUNK_SIZE},
-};
+use self::intelligence::Chunk;
 use crate::{
     git::{self, RepositorySource},
     meta::{self, CodeCorpusMeta, IndexMeta},
@@ -74,16 +69,6 @@ pub struct EmbeddingSetup {
     pub max_input_bytes: usize,
 }
 
-struct PendingChunk {
-    file: usize,
-    chunk: Chunk,
-    embedding_input: String,
-    /// Search words of the definitions the chunk belongs to (`chunk_symbols`).
-    symbols: Vec<String>,
-    /// Whether a definition starts in the chunk (`chunk_defines`).
-    defines: bool,
-}
-
 /// Words of the names of the definitions a chunk is part of: those that start in it, and those
 /// that enclose its first line (the class around a method, the function around a nested
 /// block), so a chunk is found by the names it defines or lives in.
@@ -115,17 +100,6 @@ fn chunk_defines(definitions: &[intelligence::Tag], chunk: &Chunk) -> bool {
         .any(|tag| (first..last).contains(&tag.line_range.start))
 }
 
-struct PendingFile {
-    id: String,
-    source_id: String,
-    git_url: String,
-    filepath: String,
-    language: String,
-    commit: Option<String>,
-    whole_file: bool,
-    chunks: usize,
-}
-
 /// Writes the code corpus. Holds the index writer (and so the index lock) while it lives.
 pub struct CodeIndexer {
     dir: PathBuf,
@@ -133,10 +107,17 @@ pub struct CodeIndexer {
     reader: IndexReader,
     embedding: Option<EmbeddingSetup>,
     embedding_dim: usize,
-    languages: LanguageTable,
-    pending_files: Vec<PendingFile>,
-    pending_chunks: Vec<PendingChunk>,
+    languages: Arc<LanguageTable>,
     uncommitted_chunks: usize,
+    times: WriteTimes,
+}
+
+/// Busy seconds of the stages that run on the caller's task.
+#[derive(Default)]
+struct WriteTimes {
+    embed: f64,
+    write: f64,
+    commit: f64,
 }
 
 impl CodeIndexer {
@@ -159,10 +140,9 @@ impl CodeIndexer {
             reader,
             embedding,
             embedding_dim,
-            languages,
-            pending_files: Vec::new(),
-            pending_chunks: Vec::new(),
+            languages: Arc::new(languages),
             uncommitted_chunks: 0,
+            times: WriteTimes::default(),
         };
         indexer.check_corpus_settings(&index)?;
         Ok(indexer)
@@ -218,272 +198,163 @@ impl CodeIndexer {
                 .await
                 .context("sync task failed")??
         };
-        let mut expected = HashSet::new();
-        match source {
+        let files = match source {
             RepositorySource::Git(dir) => {
                 let snapshots = git::snapshots(&dir, &repo.refs)?;
-                // git2 handles are not Sync; a mutex makes the borrow in `read` Send.
-                let git_repo = std::sync::Mutex::new(git2::Repository::open(&dir)?);
-                let total: usize = snapshots.iter().map(|s| s.files.len()).sum();
-                progress.start(&redacted, total);
-                for snapshot in &snapshots {
-                    for file in &snapshot.files {
-                        let abs = dir.join(&file.path);
-                        let blob = file.blob;
-                        let read = || {
-                            let repo = git_repo.lock().unwrap_or_else(|e| e.into_inner());
-                            git::read_blob(&repo, blob, MAX_FILE_BYTES)
-                        };
-                        self.visit_file(
-                            repo,
-                            &git_url,
-                            &file.path,
-                            &abs,
-                            &blob.to_string(),
-                            Some(&snapshot.commit),
-                            read,
-                            &mut expected,
-                            &mut summary,
-                            progress,
-                        )
-                        .await?;
-                    }
-                }
+                progress.start(&redacted, snapshots.iter().map(|s| s.files.len()).sum());
+                pipeline::FileSource::Git { dir, snapshots }
             }
             RepositorySource::Directory(dir) => {
                 let files = git::walk_directory(&dir);
                 progress.start(&redacted, files.len());
-                for (rel, abs) in files {
-                    let size = std::fs::metadata(&abs).map(|m| m.len()).unwrap_or(0);
-                    let bytes = if size > MAX_FILE_BYTES {
-                        None
-                    } else {
-                        std::fs::read(&abs).ok()
-                    };
-                    let hash = match &bytes {
-                        Some(b) => git::blob_hash(b)?.to_string(),
-                        None => format!("size-{size}"),
-                    };
-                    let read = || Ok(bytes.clone());
-                    self.visit_file(
-                        repo,
-                        &git_url,
-                        &rel,
-                        &abs,
-                        &hash,
-                        None,
-                        read,
-                        &mut expected,
-                        &mut summary,
-                        progress,
-                    )
-                    .await?;
-                }
+                pipeline::FileSource::Directory { files }
             }
-        }
-        self.flush_pending(&mut summary).await?;
+        };
+        let mut stages = pipeline::Pipeline::start(
+            files,
+            pipeline::ReadContext {
+                source_id: repo.source_id.clone(),
+                git_url: git_url.clone(),
+                languages: self.languages.clone(),
+                reader: self.reader.clone(),
+                max_embedding_bytes: self.embedding.as_ref().map_or(0, |e| e.max_input_bytes),
+                read_nanos: Default::default(),
+                prepare_nanos: Default::default(),
+            },
+        );
+        let written = self
+            .write_files(&mut stages, repo, &mut summary, progress)
+            .await;
+        let (expected, read, prepare) =
+            tokio::task::spawn_blocking(move || stages.finish()).await??;
+        written?;
         summary.removed = self.remove_stale(&repo.source_id, &expected)?;
+        let commit_started = Instant::now();
         self.commit()?;
+        self.times.commit += commit_started.elapsed().as_secs_f64();
+        let merge_started = Instant::now();
         self.compact()?;
+        let merge = merge_started.elapsed().as_secs_f64();
         summary.seconds = started.elapsed().as_secs_f64();
+        let times = std::mem::take(&mut self.times);
+        summary.stages = vec![
+            ("read", read),
+            ("prepare", prepare),
+            ("embed", times.embed),
+            ("write", times.write),
+            ("commit", times.commit),
+            ("merge", merge),
+        ];
         progress.finish(&summary);
         Ok(summary)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn visit_file(
+    /// The last stages: takes the prepared files as they come, embeds their chunks in
+    /// batches and writes the rows.
+    async fn write_files(
         &mut self,
+        stages: &mut pipeline::Pipeline,
         repo: &RepositoryToIndex,
-        git_url: &str,
-        rel: &str,
-        abs: &Path,
-        hash: &str,
-        commit: Option<&str>,
-        read: impl FnOnce() -> anyhow::Result<Option<Vec<u8>>>,
-        expected: &mut HashSet<String>,
         summary: &mut RepositorySummary,
         progress: &dyn IndexProgress,
     ) -> anyhow::Result<()> {
-        summary.files_seen += 1;
-        let Some(language) = self.languages.by_path(Path::new(rel)).cloned() else {
-            summary.skip(SkipReason::UnknownLanguage);
-            progress.file(0, 0);
-            return Ok(());
-        };
-        let id = document_id(&repo.source_id, abs, language.canonical_name(), hash);
-        if !expected.insert(id.clone()) {
-            progress.file(0, 0);
-            return Ok(()); // the same file in another ref
-        }
-        if self.is_indexed(&id)? {
-            summary.skip(SkipReason::Unchanged);
-            progress.file(0, 0);
-            return Ok(());
-        }
-        let text = match read()? {
-            None => Err(SkipReason::TooLarge),
-            Some(bytes) => filter::as_text(&bytes)
-                .and_then(|t| filter::quality_check(t).map(|_| t.to_string())),
-        };
-        let text = match text {
-            Ok(text) => text,
-            Err(reason) => {
-                summary.skip(reason);
-                progress.file(0, 0);
-                return Ok(());
+        let mut batch = Vec::new();
+        let mut batch_chunks = 0;
+        while let Some(listed) = stages.output.recv().await {
+            summary.files_seen += 1;
+            match listed? {
+                pipeline::Listed::Skipped(reason) => {
+                    summary.skip(reason);
+                    progress.file(0, 0);
+                }
+                pipeline::Listed::Duplicate => progress.file(0, 0),
+                pipeline::Listed::Prepared(file) => {
+                    // A stale record of this file (failed chunks) is replaced.
+                    self.writer
+                        .delete_term(IndexSchema::instance().id_term(&file.id));
+                    summary.files_indexed += 1;
+                    summary.bytes += file.bytes;
+                    summary.chunks += file.chunk_docs.len();
+                    progress.file(file.bytes, file.chunk_docs.len());
+                    batch_chunks += file.chunk_docs.len();
+                    batch.push(file);
+                    if batch_chunks >= EMBED_BATCH {
+                        self.write_batch(std::mem::take(&mut batch), repo, summary)
+                            .await?;
+                        batch_chunks = 0;
+                    }
+                }
             }
-        };
-        let chunk_size = language.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE);
-        let canonical = language.canonical_name().to_string();
-        let (chunks, definitions) = {
-            let text = text.clone();
-            let canonical = canonical.clone();
-            tokio::task::spawn_blocking(move || {
-                (
-                    intelligence::chunks(&canonical, &text, chunk_size),
-                    intelligence::find_definitions(&canonical, &text),
-                )
-            })
-            .await?
-        };
-        // A stale record of this file (failed chunks) is replaced.
-        self.writer
-            .delete_term(IndexSchema::instance().id_term(&id));
-        let whole_file = chunks.len() == 1 && chunks[0].body == text.trim();
-        summary.files_indexed += 1;
-        summary.bytes += text.len() as u64;
-        summary.chunks += chunks.len();
-        progress.file(text.len() as u64, chunks.len());
-        let file_index = self.pending_files.len();
-        for chunk in chunks {
-            let embedding_input = clip_front(
-                &format!("```{rel}\n{}\n```", chunk.body),
-                self.embedding.as_ref().map_or(0, |e| e.max_input_bytes),
-            );
-            let symbols = chunk_symbols(&definitions, &chunk);
-            let defines = chunk_defines(&definitions, &chunk);
-            self.pending_chunks.push(PendingChunk {
-                file: file_index,
-                chunk,
-                embedding_input,
-                symbols,
-                defines,
-            });
         }
-        self.pending_files.push(PendingFile {
-            id,
-            source_id: repo.source_id.clone(),
-            git_url: git_url.to_string(),
-            filepath: rel.to_string(),
-            language: canonical,
-            commit: commit.map(str::to_string),
-            whole_file,
-            chunks: self
-                .pending_chunks
-                .iter()
-                .filter(|c| c.file == file_index)
-                .count(),
-        });
-        if self.pending_chunks.len() >= EMBED_BATCH {
-            self.flush_pending(summary).await?;
-        }
-        Ok(())
+        self.write_batch(batch, repo, summary).await
     }
 
-    /// Embeds and writes every pending file.
-    async fn flush_pending(&mut self, summary: &mut RepositorySummary) -> anyhow::Result<()> {
-        if self.pending_files.is_empty() {
+    /// Embeds the chunks of `files` and writes their chunk rows and document rows.
+    async fn write_batch(
+        &mut self,
+        files: Vec<pipeline::PreparedFile>,
+        repo: &RepositoryToIndex,
+        summary: &mut RepositorySummary,
+    ) -> anyhow::Result<()> {
+        if files.is_empty() {
             return Ok(());
         }
-        let chunks = std::mem::take(&mut self.pending_chunks);
-        let files = std::mem::take(&mut self.pending_files);
+        let embed_started = Instant::now();
+        let inputs: Vec<&String> = files.iter().flat_map(|f| &f.embedding_inputs).collect();
         let embeddings: Vec<Option<Vec<f32>>> = match &self.embedding {
-            None => vec![None; chunks.len()],
+            None => vec![None; inputs.len()],
             Some(setup) => {
-                let mut out = Vec::with_capacity(chunks.len());
-                for batch in chunks.chunks(EMBED_BATCH) {
-                    let inputs: Vec<String> =
-                        batch.iter().map(|c| c.embedding_input.clone()).collect();
-                    match setup.model.embed(&inputs).await {
-                        Ok(vectors) if vectors.len() == inputs.len() => out.extend(
+                let mut out = Vec::with_capacity(inputs.len());
+                for batch in inputs.chunks(EMBED_BATCH) {
+                    let batch: Vec<String> = batch.iter().map(|s| s.to_string()).collect();
+                    match setup.model.embed(&batch).await {
+                        Ok(vectors) if vectors.len() == batch.len() => out.extend(
                             vectors
                                 .into_iter()
                                 .map(|v| (v.len() == self.embedding_dim).then_some(v)),
                         ),
                         Ok(_) => {
                             warn!("embedding backend returned the wrong number of vectors");
-                            out.extend(std::iter::repeat_n(None, inputs.len()));
+                            out.extend(std::iter::repeat_n(None, batch.len()));
                         }
                         Err(e) => {
-                            warn!("embedding failed for {} chunks: {e}", inputs.len());
-                            out.extend(std::iter::repeat_n(None, inputs.len()));
+                            warn!("embedding failed for {} chunks: {e}", batch.len());
+                            out.extend(std::iter::repeat_n(None, batch.len()));
                         }
                     }
                 }
                 out
             }
         };
+        self.times.embed += embed_started.elapsed().as_secs_f64();
+        let write_started = Instant::now();
         let schema = IndexSchema::instance();
         let now = tantivy::DateTime::from_timestamp_secs(chrono::Utc::now().timestamp());
-        let mut failed = vec![0u64; files.len()];
-        let mut next_chunk_number = vec![0usize; files.len()];
-        for (pending, embedding) in chunks.iter().zip(embeddings) {
-            let file = &files[pending.file];
-            let n = next_chunk_number[pending.file];
-            next_chunk_number[pending.file] += 1;
-            let mut doc = TantivyDocument::new();
-            doc.add_text(schema.field_corpus, corpus::CODE);
-            doc.add_text(schema.field_source_id, &file.source_id);
-            doc.add_text(schema.field_id, &file.id);
-            doc.add_text(schema.field_chunk_id, format!("{}-{n}", file.id));
-            doc.add_date(schema.field_updated_at, now);
-            let mut attributes = json!({
-                fields::CHUNK_GIT_URL: file.git_url,
-                fields::CHUNK_FILEPATH: file.filepath,
-                fields::CHUNK_LANGUAGE: file.language,
-                fields::CHUNK_BODY: pending.chunk.body,
-            });
-            if !file.whole_file {
-                attributes[fields::CHUNK_START_LINE] = json!(pending.chunk.start_line);
-            }
-            doc.add_field_value(schema.field_chunk_attributes, &OwnedValue::from(attributes));
-            for token in tokenize_code(&pending.chunk.body) {
-                doc.add_text(schema.field_chunk_tokens, token);
-            }
-            for word in search_words(&file.filepath)
-                .into_iter()
-                .chain(search_words(&pending.chunk.body))
-            {
-                doc.add_text(schema.field_chunk_words, word);
-            }
-            for word in &pending.symbols {
-                doc.add_text(schema.field_chunk_symbols, word);
-            }
-            doc.add_u64(
-                schema.field_chunk_in_test,
-                u64::from(is_test_path(&file.filepath)),
-            );
-            doc.add_u64(schema.field_chunk_defines, u64::from(pending.defines));
-            match &embedding {
-                Some(vector) => {
-                    for token in binarize_embedding(vector) {
-                        doc.add_text(schema.field_chunk_embedding_tokens, token);
+        let mut embeddings = embeddings.into_iter();
+        let mut written = 0;
+        for file in files {
+            let mut failed = 0u64;
+            for mut doc in file.chunk_docs {
+                match embeddings.next().flatten() {
+                    Some(vector) => {
+                        for token in binarize_embedding(&vector) {
+                            doc.add_text(schema.field_chunk_embedding_tokens, token);
+                        }
+                        doc.add_bytes(
+                            schema.field_chunk_embedding_bits,
+                            &pack_embedding_bits(&vector),
+                        );
+                        summary.chunks_embedded += 1;
                     }
-                    doc.add_bytes(
-                        schema.field_chunk_embedding_bits,
-                        &pack_embedding_bits(vector),
-                    );
-                    summary.chunks_embedded += 1;
+                    None if self.embedding.is_some() => failed += 1,
+                    None => {}
                 }
-                None if self.embedding.is_some() => failed[pending.file] += 1,
-                None => {}
+                self.writer.add_document(doc)?;
+                written += 1;
             }
-            self.writer.add_document(doc)?;
-        }
-        for (i, file) in files.iter().enumerate() {
             let mut doc = TantivyDocument::new();
             doc.add_text(schema.field_corpus, corpus::CODE);
-            doc.add_text(schema.field_source_id, &file.source_id);
+            doc.add_text(schema.field_source_id, &repo.source_id);
             doc.add_text(schema.field_id, &file.id);
             doc.add_date(schema.field_updated_at, now);
             let attributes = match &file.commit {
@@ -491,44 +362,20 @@ impl CodeIndexer {
                 None => json!({}),
             };
             doc.add_field_value(schema.field_attributes, &OwnedValue::from(attributes));
-            if failed[i] > 0 {
-                doc.add_u64(schema.field_failed_chunks_count, failed[i]);
-                summary.chunks_failed += failed[i] as usize;
+            if failed > 0 {
+                doc.add_u64(schema.field_failed_chunks_count, failed);
+                summary.chunks_failed += failed as usize;
             }
             self.writer.add_document(doc)?;
-            debug_assert_eq!(next_chunk_number[i], file.chunks);
         }
-        self.uncommitted_chunks += chunks.len();
+        self.uncommitted_chunks += written;
+        self.times.write += write_started.elapsed().as_secs_f64();
         if self.uncommitted_chunks >= COMMIT_EVERY_CHUNKS {
+            let commit_started = Instant::now();
             self.commit()?;
+            self.times.commit += commit_started.elapsed().as_secs_f64();
         }
         Ok(())
-    }
-
-    /// Whether `id` has a committed document row with no failed chunks.
-    fn is_indexed(&self, id: &str) -> anyhow::Result<bool> {
-        let schema = IndexSchema::instance();
-        let searcher = self.reader.searcher();
-        let id_query = || -> Box<dyn tantivy::query::Query> {
-            Box::new(TermQuery::new(schema.id_term(id), IndexRecordOption::Basic))
-        };
-        if searcher.search(&id_query(), &Count)? == 0 {
-            return Ok(false);
-        }
-        let failed = BooleanQuery::new(vec![
-            (Occur::Must, id_query()),
-            (
-                Occur::Must,
-                Box::new(RangeQuery::new(
-                    std::ops::Bound::Included(Term::from_field_u64(
-                        schema.field_failed_chunks_count,
-                        1,
-                    )),
-                    std::ops::Bound::Unbounded,
-                )),
-            ),
-        ]);
-        Ok(searcher.search(&failed, &Count)? == 0)
     }
 
     /// Deletes the rows of `source_id` whose document id is not in `expected`.
@@ -620,6 +467,32 @@ impl CodeIndexer {
         self.uncommitted_chunks = 0;
         Ok(())
     }
+}
+
+/// Whether `id` has a committed document row with no failed chunks.
+fn is_indexed(reader: &IndexReader, id: &str) -> anyhow::Result<bool> {
+    let schema = IndexSchema::instance();
+    let searcher = reader.searcher();
+    let id_query = || -> Box<dyn tantivy::query::Query> {
+        Box::new(TermQuery::new(schema.id_term(id), IndexRecordOption::Basic))
+    };
+    if searcher.search(&id_query(), &Count)? == 0 {
+        return Ok(false);
+    }
+    let failed = BooleanQuery::new(vec![
+        (Occur::Must, id_query()),
+        (
+            Occur::Must,
+            Box::new(RangeQuery::new(
+                std::ops::Bound::Included(Term::from_field_u64(
+                    schema.field_failed_chunks_count,
+                    1,
+                )),
+                std::ops::Bound::Unbounded,
+            )),
+        ),
+    ]);
+    Ok(searcher.search(&failed, &Count)? == 0)
 }
 
 /// `{source_id}:::{"path":…,"language":…,"git_hash":…}` — content-addressed.

@@ -1,0 +1,348 @@
+//! The first stages of indexing a repository, on threads of their own so that both cores stay
+//! busy: a reader lists the files, skips those already indexed and reads the rest; one prepare
+//! worker per core parses and chunks each file and builds its chunk rows (all but the
+//! embedding). The caller's task embeds and writes what comes out. The queues between stages
+//! are bounded, so a slow stage holds back the others instead of filling memory.
+
+use std::{
+    collections::HashSet,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+        mpsc,
+    },
+    thread::JoinHandle,
+    time::Instant,
+};
+
+use serde_json::json;
+use tabby_common::{
+    index::{
+        IndexSchema,
+        code::{fields, is_test_path, search_words, tokenize_code},
+        corpus,
+    },
+    languages::LanguageTable,
+};
+use tantivy::{IndexReader, TantivyDocument};
+
+use super::{
+    chunk_defines, chunk_symbols, clip_front, document_id,
+    filter::{self, MAX_FILE_BYTES, SkipReason},
+    intelligence::{self, DEFAULT_CHUNK_SIZE},
+    is_indexed,
+};
+use crate::git::{self, RefSnapshot};
+
+/// Files waiting between two stages.
+const QUEUE_FILES: usize = 32;
+
+/// Where the files of a repository come from.
+pub(super) enum FileSource {
+    Git {
+        dir: PathBuf,
+        snapshots: Vec<RefSnapshot>,
+    },
+    Directory {
+        files: Vec<(String, PathBuf)>,
+    },
+}
+
+/// What the indexer needs to know about the repository it reads.
+pub(super) struct ReadContext {
+    pub source_id: String,
+    pub git_url: String,
+    pub languages: Arc<LanguageTable>,
+    pub reader: IndexReader,
+    /// Bytes of text embedded per chunk (0: all of it).
+    pub max_embedding_bytes: usize,
+    /// Busy nanoseconds of the reader and of the prepare workers together.
+    pub read_nanos: AtomicU64,
+    pub prepare_nanos: AtomicU64,
+}
+
+/// One file, read and ready to be prepared.
+struct FileToPrepare {
+    id: String,
+    rel: String,
+    language: String,
+    chunk_size: usize,
+    commit: Option<String>,
+    text: String,
+}
+
+/// A file whose rows are built, but for the embeddings.
+pub(super) struct PreparedFile {
+    pub id: String,
+    pub commit: Option<String>,
+    pub bytes: u64,
+    pub chunk_docs: Vec<TantivyDocument>,
+    pub embedding_inputs: Vec<String>,
+}
+
+/// What comes out of the pipeline for each file listed.
+pub(super) enum Listed {
+    /// Not indexed, for this reason.
+    Skipped(SkipReason),
+    /// The same file in another ref, already seen in this run.
+    Duplicate,
+    Prepared(PreparedFile),
+}
+
+/// The running stages; `output` yields one item per file listed, then closes.
+pub(super) struct Pipeline {
+    pub output: tokio::sync::mpsc::Receiver<anyhow::Result<Listed>>,
+    reader: JoinHandle<HashSet<String>>,
+    workers: Vec<JoinHandle<()>>,
+    context: Arc<ReadContext>,
+}
+
+impl Pipeline {
+    pub fn start(source: FileSource, context: ReadContext) -> Pipeline {
+        let context = Arc::new(context);
+        let (read_tx, read_rx) = mpsc::sync_channel::<ReadItem>(QUEUE_FILES);
+        let (out_tx, output) = tokio::sync::mpsc::channel(QUEUE_FILES);
+        let reader = {
+            let context = context.clone();
+            std::thread::spawn(move || read_files(source, &context, &read_tx))
+        };
+        let read_rx = Arc::new(Mutex::new(read_rx));
+        let workers = (0..worker_count())
+            .map(|_| {
+                let (read_rx, out_tx, context) = (read_rx.clone(), out_tx.clone(), context.clone());
+                std::thread::spawn(move || {
+                    loop {
+                        let item = match read_rx.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+                            Ok(item) => item,
+                            Err(_) => return,
+                        };
+                        let listed = item.map(|file| match file {
+                            Read::Skipped(reason) => Listed::Skipped(reason),
+                            Read::Duplicate => Listed::Duplicate,
+                            Read::File(file) => {
+                                let started = Instant::now();
+                                let prepared = prepare(&context, file);
+                                add_nanos(&context.prepare_nanos, started);
+                                Listed::Prepared(prepared)
+                            }
+                        });
+                        if out_tx.blocking_send(listed).is_err() {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        Pipeline {
+            output,
+            reader,
+            workers,
+            context,
+        }
+    }
+
+    /// Waits for the stages to end (the output must have been drained or dropped) and returns
+    /// the ids of every file listed, and the busy seconds of reading and of preparing.
+    pub fn finish(self) -> anyhow::Result<(HashSet<String>, f64, f64)> {
+        drop(self.output);
+        for worker in self.workers {
+            let _ = worker.join();
+        }
+        let expected = self
+            .reader
+            .join()
+            .map_err(|_| anyhow::anyhow!("the file reader panicked"))?;
+        let secs = |n: &AtomicU64| n.load(Ordering::Relaxed) as f64 / 1e9;
+        Ok((
+            expected,
+            secs(&self.context.read_nanos),
+            secs(&self.context.prepare_nanos),
+        ))
+    }
+}
+
+fn add_nanos(total: &AtomicU64, since: Instant) {
+    total.fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+}
+
+fn worker_count() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 8))
+}
+
+enum Read {
+    Skipped(SkipReason),
+    Duplicate,
+    File(FileToPrepare),
+}
+
+type ReadItem = anyhow::Result<Read>;
+
+/// The reader stage: returns the ids of every file listed (the ones the index must keep).
+fn read_files(
+    source: FileSource,
+    context: &ReadContext,
+    tx: &mpsc::SyncSender<ReadItem>,
+) -> HashSet<String> {
+    let mut expected = HashSet::new();
+    let mut visit = |rel: &str,
+                     abs: &Path,
+                     hash: &str,
+                     commit: Option<&str>,
+                     read: &mut dyn FnMut() -> anyhow::Result<Option<Vec<u8>>>|
+     -> bool {
+        let started = Instant::now();
+        let item = decide(context, &mut expected, rel, abs, hash, commit, read);
+        add_nanos(&context.read_nanos, started);
+        tx.send(item).is_ok()
+    };
+    match source {
+        FileSource::Git { dir, snapshots } => {
+            let repo = match git2::Repository::open(&dir) {
+                Ok(repo) => repo,
+                Err(e) => {
+                    let _ = tx.send(Err(e.into()));
+                    return expected;
+                }
+            };
+            for snapshot in &snapshots {
+                for file in &snapshot.files {
+                    let abs = dir.join(&file.path);
+                    let blob = file.blob;
+                    let mut read = || git::read_blob(&repo, blob, MAX_FILE_BYTES);
+                    let hash = blob.to_string();
+                    if !visit(&file.path, &abs, &hash, Some(&snapshot.commit), &mut read) {
+                        return expected;
+                    }
+                }
+            }
+        }
+        FileSource::Directory { files } => {
+            for (rel, abs) in files {
+                let size = std::fs::metadata(&abs).map(|m| m.len()).unwrap_or(0);
+                let bytes = if size > MAX_FILE_BYTES {
+                    None
+                } else {
+                    std::fs::read(&abs).ok()
+                };
+                let hash = match &bytes {
+                    Some(b) => match git::blob_hash(b) {
+                        Ok(oid) => oid.to_string(),
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            return expected;
+                        }
+                    },
+                    None => format!("size-{size}"),
+                };
+                let mut bytes = Some(bytes);
+                let mut read = || Ok(bytes.take().flatten());
+                if !visit(&rel, &abs, &hash, None, &mut read) {
+                    return expected;
+                }
+            }
+        }
+    }
+    expected
+}
+
+/// Whether a file needs indexing, and its text when it does.
+fn decide(
+    context: &ReadContext,
+    expected: &mut HashSet<String>,
+    rel: &str,
+    abs: &Path,
+    hash: &str,
+    commit: Option<&str>,
+    read: &mut dyn FnMut() -> anyhow::Result<Option<Vec<u8>>>,
+) -> ReadItem {
+    let Some(language) = context.languages.by_path(Path::new(rel)) else {
+        return Ok(Read::Skipped(SkipReason::UnknownLanguage));
+    };
+    let id = document_id(&context.source_id, abs, language.canonical_name(), hash);
+    if !expected.insert(id.clone()) {
+        return Ok(Read::Duplicate);
+    }
+    if is_indexed(&context.reader, &id)? {
+        return Ok(Read::Skipped(SkipReason::Unchanged));
+    }
+    let text = match read()? {
+        None => Err(SkipReason::TooLarge),
+        Some(bytes) => {
+            filter::as_text(&bytes).and_then(|t| filter::quality_check(t).map(|_| t.to_string()))
+        }
+    };
+    Ok(match text {
+        Ok(text) => Read::File(FileToPrepare {
+            id,
+            rel: rel.to_string(),
+            language: language.canonical_name().to_string(),
+            chunk_size: language.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
+            commit: commit.map(str::to_string),
+            text,
+        }),
+        Err(reason) => Read::Skipped(reason),
+    })
+}
+
+/// The prepare stage: one parse, the chunks and their rows without the embedding fields.
+fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
+    let intelligence::FileAnalysis {
+        chunks,
+        definitions,
+    } = intelligence::analyze(&file.language, &file.text, file.chunk_size);
+    let schema = IndexSchema::instance();
+    let now = tantivy::DateTime::from_timestamp_secs(chrono::Utc::now().timestamp());
+    let whole_file = chunks.len() == 1 && chunks[0].body == file.text.trim();
+    let in_test = u64::from(is_test_path(&file.rel));
+    let path_words = search_words(&file.rel);
+    let mut chunk_docs = Vec::with_capacity(chunks.len());
+    let mut embedding_inputs = Vec::with_capacity(chunks.len());
+    for (n, chunk) in chunks.iter().enumerate() {
+        embedding_inputs.push(clip_front(
+            &format!("```{}\n{}\n```", file.rel, chunk.body),
+            context.max_embedding_bytes,
+        ));
+        let mut doc = TantivyDocument::new();
+        doc.add_text(schema.field_corpus, corpus::CODE);
+        doc.add_text(schema.field_source_id, &context.source_id);
+        doc.add_text(schema.field_id, &file.id);
+        doc.add_text(schema.field_chunk_id, format!("{}-{n}", file.id));
+        doc.add_date(schema.field_updated_at, now);
+        let mut attributes = json!({
+            fields::CHUNK_GIT_URL: context.git_url,
+            fields::CHUNK_FILEPATH: file.rel,
+            fields::CHUNK_LANGUAGE: file.language,
+            fields::CHUNK_BODY: chunk.body,
+        });
+        if !whole_file {
+            attributes[fields::CHUNK_START_LINE] = json!(chunk.start_line);
+        }
+        doc.add_field_value(
+            schema.field_chunk_attributes,
+            &tantivy::schema::OwnedValue::from(attributes),
+        );
+        for token in tokenize_code(&chunk.body) {
+            doc.add_text(schema.field_chunk_tokens, token);
+        }
+        for word in path_words.iter().cloned().chain(search_words(&chunk.body)) {
+            doc.add_text(schema.field_chunk_words, word);
+        }
+        for word in chunk_symbols(&definitions, chunk) {
+            doc.add_text(schema.field_chunk_symbols, word);
+        }
+        doc.add_u64(schema.field_chunk_in_test, in_test);
+        doc.add_u64(
+            schema.field_chunk_defines,
+            u64::from(chunk_defines(&definitions, chunk)),
+        );
+        chunk_docs.push(doc);
+    }
+    PreparedFile {
+        id: file.id,
+        commit: file.commit,
+        bytes: file.text.len() as u64,
+        chunk_docs,
+        embedding_inputs,
+    }
+}
