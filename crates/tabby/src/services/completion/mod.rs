@@ -122,8 +122,8 @@ impl CompletionService {
                 (rag_disabled, &self.code_search, ctx.allowed_repositories)
             {
                 // The keystrokes of one line get the same snippets (a stable prompt start).
-                let key = retrieval_cache::LineKey::new(ctx.user.as_deref(), segments);
-                let searched = match self.retrieval.get(key) {
+                let key = retrieval_cache::LineKey::new(ctx.user.as_deref(), allowed, segments);
+                let searched = match self.retrieval.get(&key) {
                     Some(cached) => cached,
                     None => {
                         let searched = snippets::code_search_snippets(

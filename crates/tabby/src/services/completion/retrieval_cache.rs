@@ -5,10 +5,12 @@
 
 use std::{
     collections::{HashMap, VecDeque},
-    hash::{DefaultHasher, Hash, Hasher},
     sync::Mutex,
     time::{Duration, Instant},
 };
+
+use sha2::{Digest, Sha256};
+use tabby_common::api::code::AllowedCodeRepository;
 
 use super::types::{Segments, Snippet};
 
@@ -18,26 +20,43 @@ const CAPACITY: usize = 256;
 /// change of read access.
 pub const TTL: Duration = Duration::from_secs(30);
 
-/// Who asks, where: the user, the repository, the file, and the prefix up to the cursor's
-/// line (the lines above it, hashed); the line being typed is left out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct LineKey(u64);
+/// Who asks, where: the user, the repository and the file as they are, and a SHA-256 of the
+/// lines above and below the cursor's (the line being typed is left out). The user is compared
+/// as is, so one user's snippets (from sources only they may read) never answer another's
+/// request, whatever the request holds.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LineKey {
+    user: Option<String>,
+    git_url: Option<String>,
+    filepath: Option<String>,
+    around: [u8; 32],
+}
 
 impl LineKey {
-    pub fn new(user: Option<&str>, segments: &Segments) -> Self {
-        let mut h = DefaultHasher::new();
-        user.hash(&mut h);
-        segments.git_url.hash(&mut h);
-        segments.filepath.hash(&mut h);
+    /// `allowed`: the repositories the user may read now; a change of read access changes
+    /// the key, so snippets of a source taken away are never served from here.
+    pub fn new(user: Option<&str>, allowed: &AllowedCodeRepository, segments: &Segments) -> Self {
         let above = segments
             .prefix
             .rfind('\n')
             .map_or("", |i| &segments.prefix[..i]);
-        above.hash(&mut h);
-        // And the lines below it (typing does not change them).
+        // The lines below it too (typing does not change them).
         let after = segments.suffix.as_deref().unwrap_or_default();
-        after.split_once('\n').map(|(_, below)| below).hash(&mut h);
-        LineKey(h.finish())
+        let below = after.split_once('\n').map_or("", |(_, below)| below);
+        let mut digest = Sha256::new();
+        for repository in &allowed.list {
+            digest.update((repository.source_id.len() as u64).to_le_bytes());
+            digest.update(repository.source_id.as_bytes());
+        }
+        digest.update((above.len() as u64).to_le_bytes());
+        digest.update(above.as_bytes());
+        digest.update(below.as_bytes());
+        LineKey {
+            user: user.map(str::to_string),
+            git_url: segments.git_url.clone(),
+            filepath: segments.filepath.clone(),
+            around: digest.finalize().into(),
+        }
     }
 }
 
@@ -51,11 +70,11 @@ pub struct RetrievalCache {
 
 impl RetrievalCache {
     /// The snippets stored for `key` less than [`TTL`] ago.
-    pub fn get(&self, key: LineKey) -> Option<Vec<Snippet>> {
+    pub fn get(&self, key: &LineKey) -> Option<Vec<Snippet>> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner
             .0
-            .get(&key)
+            .get(key)
             .filter(|(at, _)| at.elapsed() < TTL)
             .map(|(_, snippets)| snippets.clone())
     }
@@ -63,7 +82,10 @@ impl RetrievalCache {
     pub fn put(&self, key: LineKey, snippets: Vec<Snippet>) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let (map, order) = &mut *inner;
-        if map.insert(key, (Instant::now(), snippets)).is_none() {
+        if map
+            .insert(key.clone(), (Instant::now(), snippets))
+            .is_none()
+        {
             order.push_back(key);
         }
         while order.len() > CAPACITY {
@@ -77,6 +99,15 @@ impl RetrievalCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn allowed() -> AllowedCodeRepository {
+        AllowedCodeRepository {
+            list: vec![tabby_common::api::code::CodeRepository {
+                git_url: "https://example.com/app.git".into(),
+                source_id: "git:app".into(),
+            }],
+        }
+    }
 
     fn segments(prefix: &str, suffix: &str) -> Segments {
         Segments {
@@ -94,6 +125,7 @@ mod tests {
         let typed = |word: &str| {
             LineKey::new(
                 Some("u1"),
+                &allowed(),
                 &segments(&format!("{above}{word}"), ")\n    return\n"),
             )
         };
@@ -102,6 +134,7 @@ mod tests {
         // ... another line, another user or another file do not.
         let next = LineKey::new(
             Some("u1"),
+            &allowed(),
             &segments(&format!("{above}print()\n    "), "\n    return\n"),
         );
         assert_ne!(typed("pri"), next);
@@ -109,12 +142,17 @@ mod tests {
             typed("pri"),
             LineKey::new(
                 Some("u2"),
+                &allowed(),
                 &segments(&format!("{above}pri"), ")\n    return\n")
             )
         );
         let mut other = segments(&format!("{above}pri"), ")\n    return\n");
         other.filepath = Some("src/other.py".into());
-        assert_ne!(typed("pri"), LineKey::new(Some("u1"), &other));
+        assert_ne!(typed("pri"), LineKey::new(Some("u1"), &allowed(), &other));
+        // Losing read access to a source changes the key.
+        let fewer = AllowedCodeRepository { list: vec![] };
+        let same_line = segments(&format!("{above}pri"), ")\n    return\n");
+        assert_ne!(typed("pri"), LineKey::new(Some("u1"), &fewer, &same_line));
     }
 
     #[test]
@@ -125,11 +163,18 @@ mod tests {
             body: "x = 1".into(),
             score: 1.0,
         };
-        for i in 0..(CAPACITY as u64 + 10) {
-            cache.put(LineKey(i), vec![snippet.clone()]);
+        let key = |i: usize| {
+            LineKey::new(
+                Some("u"),
+                &allowed(),
+                &segments(&format!("line {i}\nx"), ""),
+            )
+        };
+        for i in 0..CAPACITY + 10 {
+            cache.put(key(i), vec![snippet.clone()]);
         }
-        assert!(cache.get(LineKey(0)).is_none(), "the oldest was evicted");
-        assert_eq!(cache.get(LineKey(CAPACITY as u64 + 9)), Some(vec![snippet]));
+        assert!(cache.get(&key(0)).is_none(), "the oldest was evicted");
+        assert_eq!(cache.get(&key(CAPACITY + 9)), Some(vec![snippet]));
         assert_eq!(cache.inner.lock().unwrap().0.len(), CAPACITY);
     }
 }
