@@ -32,19 +32,9 @@ fn error_message(error: &Value) -> String {
 }
 
 async fn git_repository_urls(server: &TabbyServer, token: &str) -> Vec<String> {
-    let data = gql_ok(
-        server,
-        Some(token),
-        "{ gitRepositories { edges { node { gitUrl } } } }",
-        json!({}),
-    )
-    .await;
-    data["gitRepositories"]["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node"]["gitUrl"].as_str().unwrap().to_string())
-        .collect()
+    let query = "{ gitRepositories { edges { node { gitUrl } } } }";
+    let data = gql_ok(server, Some(token), query, json!({})).await;
+    node_strings(&data["gitRepositories"], "gitUrl")
 }
 
 // ---- 1. git CLI and paths ----
@@ -842,35 +832,15 @@ async fn ee_security_a_pooled_client_survives_401_and_429_with_a_late_body() {
 
 /// `customWebDocuments`' source ids as `token` sees them.
 async fn web_document_sources(server: &TabbyServer, token: &str) -> Vec<String> {
-    let data = gql_ok(
-        server,
-        Some(token),
-        "{ customWebDocuments { edges { node { sourceId } } } }",
-        json!({}),
-    )
-    .await;
-    data["customWebDocuments"]["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node"]["sourceId"].as_str().unwrap().to_string())
-        .collect()
+    let query = "{ customWebDocuments { edges { node { sourceId } } } }";
+    let data = gql_ok(server, Some(token), query, json!({})).await;
+    node_strings(&data["customWebDocuments"], "sourceId")
 }
 
 async fn user_emails(server: &TabbyServer, token: &str) -> Vec<String> {
-    let data = gql_ok(
-        server,
-        Some(token),
-        "{ users { edges { node { email } } } }",
-        json!({}),
-    )
-    .await;
-    let mut emails: Vec<String> = data["users"]["edges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["node"]["email"].as_str().unwrap().to_string())
-        .collect();
+    let query = "{ users { edges { node { email } } } }";
+    let data = gql_ok(server, Some(token), query, json!({})).await;
+    let mut emails = node_strings(&data["users"], "email");
     emails.sort();
     emails
 }
@@ -898,36 +868,14 @@ async fn ee_security_private_sources_and_other_users_stay_hidden_from_non_member
     let a = admin.access_token.as_str();
     let member = invite_and_register(&server, &admin, "member@example.com").await;
     let outsider = invite_and_register(&server, &admin, "outsider@example.com").await;
-    let group = gql_ok(
-        &server,
-        Some(a),
-        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
-        json!({}),
-    )
-    .await["createUserGroup"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
-        json!({"g": group, "u": member.id}),
-    )
-    .await;
+    let group = create_group(&server, a, "vault-team").await;
+    add_member(&server, a, &group, &member.id, false).await;
 
     // A repository created for a group is private from its first moment: the grant is made
     // with the row, so no reader ever sees it public.
     const CREATE_FOR: &str = "mutation($n: String!, $u: String!, $g: [ID!]) {
         createGitRepository(name: $n, gitUrl: $u, userGroupIds: $g) }";
-    let gone = gql_ok(
-        &server,
-        Some(a),
-        "mutation { createUserGroup(input: {name: \"gone\"}) }",
-        json!({}),
-    )
-    .await["createUserGroup"]
-        .clone();
+    let gone = create_group(&server, a, "gone").await;
     gql_ok(
         &server,
         Some(a),
@@ -1035,13 +983,7 @@ async fn ee_security_private_sources_and_other_users_stay_hidden_from_non_member
         user_emails(&server, &member.access_token).await,
         ["member@example.com"]
     );
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: true}) }",
-        json!({"g": group, "u": member.id}),
-    )
-    .await;
+    add_member(&server, a, &group, &member.id, true).await;
     assert_eq!(
         user_emails(&server, &member.access_token).await,
         [

@@ -152,6 +152,47 @@ pub async fn invite_and_register(server: &TabbyServer, admin: &Account, email: &
     user
 }
 
+/// Creates a user group as `admin`; returns its id.
+pub async fn create_group(server: &TabbyServer, admin: &str, name: &str) -> String {
+    gql_ok(
+        server,
+        Some(admin),
+        "mutation($n: String!) { createUserGroup(input: {name: $n}) }",
+        json!({"n": name}),
+    )
+    .await["createUserGroup"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Adds (or updates) `user` in `group` as `admin`.
+pub async fn add_member(
+    server: &TabbyServer,
+    admin: &str,
+    group: &str,
+    user: &str,
+    is_group_admin: bool,
+) {
+    gql_ok(
+        server,
+        Some(admin),
+        "mutation($g: ID!, $u: ID!, $a: Boolean!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: $a}) }",
+        json!({"g": group, "u": user, "a": is_group_admin}),
+    )
+    .await;
+}
+
+/// `field` of every node of a Relay connection, as strings.
+pub fn node_strings(connection: &Value, field: &str) -> Vec<String> {
+    connection["edges"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a connection: {connection}"))
+        .iter()
+        .map(|e| e["node"][field].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// Creates an invitation; returns its code (from `invitations`).
 pub async fn create_invitation(server: &TabbyServer, admin: &Account, email: &str) -> String {
     let data = gql_ok(

@@ -264,3 +264,43 @@ async fn generation_stops_when_its_client_disconnects() {
     .await;
     assert_eq!(status, 200);
 }
+
+/// Mid-line on the embedded model: the same prompt sent raw (no cut) runs on for lines, while
+/// the editor's request stops at the end of the line, which is all tabby-agent would keep, and
+/// what it returns is the start of the raw output.
+#[tokio::test]
+async fn a_mid_line_completion_stops_at_the_end_of_the_line() {
+    let dir = embedded_models_dir();
+    let server = TabbyServer::start_with_env(
+        "",
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let (status, scoped) = post_json(
+        &server.url("/v1/completions"),
+        &json!({
+            "language": "python",
+            "segments": {"prefix": "numbers = [1, 2, 3]\nfor n in ", "suffix": "numbers:\n    print(n)\n"},
+            "temperature": 0.0,
+            "debug_options": {"return_prompt": true}
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{scoped}");
+    let prompt = scoped["debug_data"]["prompt"].as_str().unwrap();
+    let (status, raw) = post_json(
+        &server.url("/v1/completions"),
+        &json!({"language": "python", "temperature": 0.0,
+                "debug_options": {"raw_prompt": prompt}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{raw}");
+    let scoped = scoped["choices"][0]["text"].as_str().unwrap();
+    let raw = raw["choices"][0]["text"].as_str().unwrap();
+    assert!(
+        raw.contains('\n'),
+        "the model stops by itself here: {raw:?}"
+    );
+    assert!(!scoped.contains('\n'), "{scoped:?}");
+    assert_eq!(scoped, raw.split('\n').next().unwrap(), "{raw:?}");
+}
