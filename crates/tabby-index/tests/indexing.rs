@@ -232,6 +232,35 @@ async fn deleted_files_are_removed_and_working_tree_is_not_read() {
 }
 
 #[tokio::test]
+async fn stale_removal_stays_within_its_source_and_counts_live_rows_only() {
+    let f = Fixture::new();
+    f.index().await;
+    // A source whose id extends this one's: its rows share the id prefix "config:test".
+    let other_dir = f._tmp.path().join("other");
+    write(&other_dir, "other.py", "def other_function(x):\n    return x\n");
+    let other = RepositoryToIndex {
+        source_id: "config:test2".into(),
+        git_url: format!("file://{}", other_dir.display()),
+        refs: vec![],
+    };
+    assert_eq!(f.index_with(32, &other).await.files_indexed, 1);
+
+    git(&f.repo, &["rm", "-q", "src/lib.rs", "src/config.py"]);
+    commit_all(&f.repo, "delete two");
+    let summary = f.index().await;
+    assert_eq!(summary.removed, 2, "{summary}");
+    // The deleted rows' ids stay in the term dictionary until a merge; they are not stale
+    // again.
+    assert_eq!(f.index().await.removed, 0);
+    let chunks = f.chunks();
+    assert!(chunks.iter().any(|c| c.0 == "other.py"), "{chunks:?}");
+    assert!(chunks.iter().all(|c| c.0 != "src/lib.rs" && c.0 != "src/config.py"));
+    // Re-indexing the other source removes nothing of this one.
+    assert_eq!(f.index_with(32, &other).await.removed, 0);
+    assert!(f.chunks().iter().any(|c| c.0 == "src/handlers.py"));
+}
+
+#[tokio::test]
 async fn configured_refs_are_indexed_without_checkout() {
     let f = Fixture::new();
     git(&f.repo, &["checkout", "-q", "-b", "feature"]);

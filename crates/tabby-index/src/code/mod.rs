@@ -26,10 +26,10 @@ use tabby_common::{
 };
 use tabby_inference::Embedding;
 use tantivy::{
-    Index, IndexReader, IndexWriter, TantivyDocument, Term,
-    collector::{Count, DocSetCollector},
+    DocSet, Index, IndexReader, IndexWriter, TantivyDocument, Term,
+    collector::Count,
     query::{BooleanQuery, Occur, RangeQuery, TermQuery},
-    schema::{IndexRecordOption, OwnedValue, Value},
+    schema::{IndexRecordOption, OwnedValue},
 };
 use tracing::{info, warn};
 
@@ -378,7 +378,9 @@ impl CodeIndexer {
         Ok(())
     }
 
-    /// Deletes the rows of `source_id` whose document id is not in `expected`.
+    /// Deletes the rows of `source_id` whose document id is not in `expected`. Walks the id
+    /// terms under the source's prefix (document ids start with `{source_id}:::`) instead of
+    /// reading the stored rows: a re-index with nothing changed costs a term-dictionary scan.
     fn remove_stale(
         &mut self,
         source_id: &str,
@@ -387,14 +389,45 @@ impl CodeIndexer {
         let schema = IndexSchema::instance();
         self.reader.reload()?;
         let searcher = self.reader.searcher();
-        let query = schema.source_query(corpus::CODE, source_id);
+        let prefix = document_id_prefix(source_id);
+        let mut upper = prefix.clone().into_bytes();
+        // `{source_id}:::{` → `{source_id}:::|`, the first key after every id of the source.
+        *upper.last_mut().expect("the prefix is not empty") += 1;
         let mut stale = HashSet::new();
-        for address in searcher.search(&query, &DocSetCollector)? {
-            let doc: TantivyDocument = searcher.doc(address)?;
-            if let Some(id) = doc.get_first(schema.field_id).and_then(|v| v.as_str())
-                && !expected.contains(id)
-            {
-                stale.insert(id.to_string());
+        for segment in searcher.segment_readers() {
+            let inverted = segment.inverted_index(schema.field_id)?;
+            let mut terms = inverted
+                .terms()
+                .range()
+                .ge(prefix.as_bytes())
+                .lt(&upper)
+                .into_stream()?;
+            while terms.advance() {
+                let Ok(id) = std::str::from_utf8(terms.key()) else {
+                    continue;
+                };
+                if expected.contains(id) || stale.contains(id) {
+                    continue;
+                }
+                // Terms outlive their deleted rows until a merge: count only live ones.
+                let mut postings = inverted
+                    .read_postings_from_terminfo(terms.value(), IndexRecordOption::Basic)?;
+                let live = match segment.alive_bitset() {
+                    None => postings.doc() != tantivy::TERMINATED,
+                    Some(alive) => loop {
+                        let doc = postings.doc();
+                        if doc == tantivy::TERMINATED {
+                            break false;
+                        }
+                        if alive.is_alive(doc) {
+                            break true;
+                        }
+                        postings.advance();
+                    },
+                };
+                if live {
+                    stale.insert(id.to_string());
+                }
             }
         }
         for id in &stale {
@@ -502,7 +535,13 @@ pub fn document_id(source_id: &str, abs_path: &Path, language: &str, git_hash: &
         "language": language,
         "git_hash": git_hash,
     });
-    format!("{source_id}:::{file}")
+    format!("{}{}", document_id_prefix(source_id), &file.to_string()[1..])
+}
+
+/// What every document id of `source_id` starts with: the source, `:::` and the JSON object's
+/// opening brace.
+fn document_id_prefix(source_id: &str) -> String {
+    format!("{source_id}:::{{")
 }
 
 /// The first `max_bytes` bytes of `text` (all of it for 0), cut at a character boundary.
