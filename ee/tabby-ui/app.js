@@ -738,18 +738,58 @@ async function groupsPage() {
 
 // ---- admin: repositories and read access ----
 
-function jobStatus(run) {
-  if (!run) return h("span.muted", "not indexed yet");
-  if (run.exitCode == null) return h("span.badge", run.startedAt ? "indexing…" : "queued");
+const RUN_FIELDS = "id exitCode startedAt finishedAt progress { filesDone filesTotal mbPerSecond }";
+
+function jobStatus(run, verb = "indexed") {
+  if (!run) return h("span.muted", `not ${verb} yet`);
+  if (run.exitCode == null) {
+    if (!run.startedAt) return h("span.badge", "queued");
+    const p = run.progress;
+    return p
+      ? h("span.badge", `indexing… ${p.filesDone.toLocaleString()} / ${p.filesTotal.toLocaleString()} files, ${p.mbPerSecond.toFixed(2)} MB/s`)
+      : h("span.badge", "running…");
+  }
   return run.exitCode === 0
-    ? h("span.badge.ok", `indexed ${when(run.finishedAt)}`)
-    : h("span.badge.bad", `failed ${when(run.finishedAt)}`);
+    ? h("span.badge.ok", `${verb} ${when(run.finishedAt)}`)
+    : h("span.badge.bad", `failed (${run.exitCode}) ${when(run.finishedAt)}`);
+}
+
+// Status cells of unfinished runs are refreshed in place every 2 s while their page is shown
+// (the rest of the page, forms included, is left alone).
+let runWatch = null;
+function statusCell(run, cells, verb = "indexed") {
+  const cell = h("td", { "data-verb": verb }, jobStatus(run, verb));
+  if (run && run.exitCode == null) cells.set(run.id, cell);
+  return cell;
+}
+function watchRuns(cells) {
+  clearTimeout(runWatch);
+  if (!cells.size) return;
+  const path = location.pathname;
+  runWatch = setTimeout(async () => {
+    const shown = [...cells].filter(([, cell]) => document.body.contains(cell));
+    if (location.pathname !== path || !shown.length) return;
+    let runs;
+    try {
+      runs = (await gql(`query($ids: [ID!]) { jobRuns(ids: $ids, first: 100) { edges { node { ${RUN_FIELDS} } } } }`, { ids: shown.map(([id]) => id) })).jobRuns.edges;
+    } catch {
+      return;
+    }
+    const still = new Map();
+    for (const { node } of runs) {
+      const cell = cells.get(node.id);
+      if (!cell) continue;
+      cell.replaceChildren(jobStatus(node, cell.dataset.verb));
+      if (node.exitCode == null) still.set(node.id, cell);
+    }
+    watchRuns(still);
+  }, 2000);
 }
 
 async function repositoriesPage() {
   const data = await gql(`{
-    repositoryList { id sourceId name kind gitUrl jobInfo { lastJobRun { id exitCode startedAt finishedAt } } }
-    gitRepositories(first: 500) { edges { node { id sourceId name gitUrl jobInfo { lastJobRun { id exitCode startedAt finishedAt } } } } }
+    repositoryList { id sourceId name kind gitUrl jobInfo { lastJobRun { ${RUN_FIELDS} } } }
+    gitRepositories(first: 500) { edges { node { id sourceId name gitUrl } } }
     userGroups { id name }
   }`);
   const dbRepos = new Map(data.gitRepositories.edges.map((e) => [e.node.sourceId, e.node]));
@@ -765,6 +805,7 @@ async function repositoriesPage() {
     data.userGroups.length ? field("Readable by", h("select", { name: "group" }, h("option", { value: "" }, "everyone"),
       data.userGroups.map((g) => h("option", { value: g.id }, g.name)))) : null,
     h("button.primary", { type: "submit" }, "Add repository"));
+  const cells = new Map();
   const rows = await Promise.all(data.repositoryList.map(async (repo) => {
     const policy = (await gql(`query($s: String!) { sourceIdAccessPolicies(sourceId: $s) { read { id name } } }`, { s: repo.sourceId })).sourceIdAccessPolicies;
     const granted = policy.read;
@@ -779,7 +820,7 @@ async function repositoriesPage() {
     return h("tr", { "data-repository": repo.name },
       h("td", h("strong", repo.name), h("br"), h("small.muted", repo.gitUrl)),
       h("td", repo.kind === "GIT_CONFIG" ? "config.toml" : "added here"),
-      h("td", jobStatus(repo.jobInfo.lastJobRun)),
+      statusCell(repo.jobInfo.lastJobRun, cells),
       h("td", granted.length ? granted.map((g) => h("span.tag", g.name, " ", h("button.link", { type: "button", "aria-label": `Revoke ${g.name}`, onclick: action(async () => {
         const last = granted.length === 1;
         if (last && !confirm(`${g.name} is the only group that may read ${repo.name}. Revoke it and make ${repo.name} readable by everyone?`)) return;
@@ -798,12 +839,14 @@ async function repositoriesPage() {
     h("table", h("thead", h("tr", h("th", "Repository"), h("th", "From"), h("th", "Index"), h("th", "Read access"), h("th", ""))), h("tbody", rows)),
     h("p.muted", "A repository without groups can be read by everyone; with groups, only by their members (and admins)."),
   );
+  watchRuns(cells);
 }
 
 // ---- admin: documents ----
 
 async function documentsPage() {
-  const data = await gql(`{ customWebDocuments(first: 200) { edges { node { id name url sourceId jobInfo { lastJobRun { exitCode startedAt finishedAt } } } } } }`);
+  const data = await gql(`{ customWebDocuments(first: 200) { edges { node { id name url sourceId jobInfo { lastJobRun { ${RUN_FIELDS} } } } } } }`);
+  const cells = new Map();
   const add = h("form.inline", { onsubmit: action(async () => {
     const v = formValues(add);
     await gql(`mutation($n: String!, $u: String!) { createCustomDocument(input: {name: $n, url: $u}) }`, { n: v.name, u: v.url });
@@ -816,18 +859,20 @@ async function documentsPage() {
     h("section.card", add),
     h("table", h("thead", h("tr", h("th", "Name"), h("th", "URL"), h("th", "Crawl"), h("th", ""))),
       h("tbody", data.customWebDocuments.edges.map(({ node }) => h("tr", h("td", node.name), h("td", h("a", { href: node.url, rel: "noopener noreferrer", target: "_blank" }, node.url)),
-        h("td", jobStatus(node.jobInfo.lastJobRun)),
+        statusCell(node.jobInfo.lastJobRun, cells, "crawled"),
         h("td", h("button.link.danger", { type: "button", onclick: action(async () => {
           await gql(`mutation($id: ID!) { deleteCustomDocument(id: $id) }`, { id: node.id });
           await documentsPage();
         }) }, "Remove")))))),
   );
+  watchRuns(cells);
 }
 
 // ---- admin: jobs ----
 
 async function jobsPage() {
-  const data = await gql(`{ jobRuns(last: 100) { edges { node { id job createdAt startedAt finishedAt exitCode } } } jobRunStats { success failed pending } }`);
+  const data = await gql(`{ jobRuns(last: 100) { edges { node { job createdAt ${RUN_FIELDS} } } } jobRunStats { success failed pending } }`);
+  const cells = new Map();
   const log = h("pre.log", { tabindex: 0, "aria-label": "Job log" });
   const runs = data.jobRuns.edges.map((e) => e.node).reverse();
   setMain(
@@ -836,7 +881,7 @@ async function jobsPage() {
     h("table", h("thead", h("tr", h("th", "Job"), h("th", "Created"), h("th", "Finished"), h("th", "Result"), h("th", ""))),
       h("tbody", runs.map((run) => h("tr",
         h("td", run.job), h("td", when(run.createdAt)), h("td", when(run.finishedAt)),
-        h("td", run.exitCode == null ? (run.startedAt ? "running" : "queued") : run.exitCode === 0 ? "ok" : `failed (${run.exitCode})`),
+        statusCell(run, cells, "finished"),
         h("td", h("button.link", { type: "button", onclick: action(async () => {
           const response = await fetch(`/background-jobs/${run.id}/logs`, { headers: { authorization: `Bearer ${session.access}` } });
           log.textContent = response.ok ? await response.text() : `No log (${response.status}).`;
@@ -844,6 +889,7 @@ async function jobsPage() {
         }) }, "Log")))))),
     log,
   );
+  watchRuns(cells);
 }
 
 // ---- usage ----

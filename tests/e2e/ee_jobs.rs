@@ -92,7 +92,8 @@ impl Env {
 
 // ---- job runs ----
 
-const RUN_FIELDS: &str = "id job command createdAt startedAt finishedAt exitCode stdout";
+const RUN_FIELDS: &str = "id job command createdAt startedAt finishedAt exitCode stdout \
+    progress { repository filesDone filesTotal indexedMb mbPerSecond elapsedSeconds }";
 
 /// Every run of `jobs` (all jobs when empty), oldest first.
 async fn job_runs(env: &Env, jobs: &[&str]) -> Vec<Value> {
@@ -753,6 +754,68 @@ async fn ee_jobs_a_failing_job_notifies_admins_and_the_next_job_runs() {
         1,
         "{notes}"
     );
+}
+
+// ---- a running indexing run shows how far it is ----
+
+#[tokio::test]
+async fn ee_jobs_a_running_index_run_shows_its_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 100 files of one chunk each: the first embedding batch (64 chunks) is asked for while
+    // files remain.
+    let files: Vec<(String, String)> = (0..100)
+        .map(|i| {
+            (
+                format!("src/gear_{i}.py"),
+                format!("def gear_{i}(teeth):\n    return teeth * {i}\n"),
+            )
+        })
+        .collect();
+    let borrowed: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let repo = make_repo(tmp.path(), "gears", &borrowed);
+    let env = Env::start().await;
+    // The embedder answers slowly: the run stays in flight long enough to be watched.
+    env._embedder
+        .update_script(|s| s.delay = Some(Duration::from_secs(2)));
+    let (_, source_id) = create_repository(&env, "gears", &repo).await;
+    let needle = format!("\"source_id\":\"{source_id}\"");
+
+    let running = poll(
+        "the indexing run to report progress",
+        Duration::from_secs(60),
+        || async {
+            job_runs(&env, &["scheduler_git"])
+                .await
+                .into_iter()
+                .find(|r| r["command"].as_str().unwrap().contains(&needle))
+                .filter(|r| r["exitCode"].is_null() && r["progress"]["filesDone"].as_i64() > Some(0))
+        },
+    )
+    .await;
+    let progress = &running["progress"];
+    assert_eq!(progress["filesTotal"], 100, "{running}");
+    assert!(progress["filesDone"].as_i64().unwrap() <= 100, "{running}");
+    assert!(
+        progress["repository"].as_str().unwrap().ends_with("/gears"),
+        "{running}"
+    );
+    assert!(progress["indexedMb"].as_f64().unwrap() > 0.0, "{running}");
+    assert!(progress["mbPerSecond"].as_f64().unwrap() >= 0.0, "{running}");
+    // The repository's jobInfo shows the same run with its progress.
+    let repos = env
+        .gql(
+            "{ gitRepositories { edges { node { sourceId jobInfo { lastJobRun { id progress { filesDone filesTotal } } } } } } }",
+            json!({}),
+        )
+        .await;
+    let last = &repos["gitRepositories"]["edges"][0]["node"]["jobInfo"]["lastJobRun"];
+    assert_eq!(last["id"], running["id"], "{repos}");
+    assert_eq!(last["progress"]["filesTotal"], 100, "{repos}");
+
+    env._embedder.update_script(|s| s.delay = None);
+    let done = wait_finished(&env, running["id"].as_str().unwrap(), Duration::from_secs(60)).await;
+    assert_eq!(done["exitCode"], 0, "{done}");
+    assert!(done["progress"].is_null(), "no progress once the run has ended: {done}");
 }
 
 // ---- 4. kill -9 during a run: the run is failed (-1) and run again after the restart ----

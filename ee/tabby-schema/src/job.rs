@@ -25,6 +25,24 @@ pub struct JobRun {
     pub stdout: String,
     /// The job's command, credentials redacted (what `triggerJobRun` takes).
     pub command: String,
+    /// How far a running indexing run is; `None` otherwise.
+    pub progress: Option<JobRunProgress>,
+}
+
+/// How far a running repository indexing run is, updated as each file is read.
+#[derive(Clone, Debug, PartialEq, GraphQLObject)]
+pub struct JobRunProgress {
+    /// The repository being indexed (credentials redacted).
+    pub repository: String,
+    /// Files of the snapshot gone through so far (indexed, unchanged or skipped).
+    pub files_done: i32,
+    /// Files in the snapshot.
+    pub files_total: i32,
+    /// Megabytes (10^6 bytes) of code indexed so far.
+    pub indexed_mb: f64,
+    /// `indexedMb` over the seconds since the repository's indexing started.
+    pub mb_per_second: f64,
+    pub elapsed_seconds: f64,
 }
 
 #[graphql_object(context = Context)]
@@ -54,6 +72,11 @@ impl JobRun {
     /// Deprecated (always empty): logs are at `/background-jobs/{id}/logs`.
     fn stdout(&self) -> &str {
         &self.stdout
+    }
+    /// While an indexing run is running: files done of the total and throughput; `null` for
+    /// other jobs and once the run has ended.
+    fn progress(&self) -> Option<&JobRunProgress> {
+        self.progress.as_ref()
     }
     /// The job's command with credentials redacted (what `triggerJobRun` takes). Admin only.
     async fn command(&self, ctx: &Context) -> Result<String> {

@@ -26,7 +26,10 @@ use tabby_index::{
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
-use crate::directory::Directory;
+use crate::{
+    directory::Directory,
+    job_progress::{LiveRuns, RunProgress},
+};
 
 /// Pending runs are looked for at least this often (a trigger wakes the worker at once).
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
@@ -127,6 +130,8 @@ impl JobRequest {
 /// A run's log: `<RFC 3339 time> [LEVEL]: message` lines.
 pub struct JobLog {
     file: Mutex<std::fs::File>,
+    /// Where an indexing run's progress goes while it runs (GraphQL `JobRun.progress`).
+    progress: Option<Arc<RunProgress>>,
 }
 
 impl JobLog {
@@ -146,7 +151,15 @@ impl JobLog {
             .with_context(|| format!("cannot open {}", path.display()))?;
         Ok(Self {
             file: Mutex::new(file),
+            progress: None,
         })
+    }
+
+    fn with_progress(self, progress: Arc<RunProgress>) -> Self {
+        Self {
+            progress: Some(progress),
+            ..self
+        }
     }
 
     /// Every line is written with the credentials of its URLs redacted.
@@ -170,6 +183,14 @@ impl JobLog {
 impl IndexProgress for JobLog {
     fn start(&self, repository: &str, files: usize) {
         self.info(format!("indexing {repository}: {files} files"));
+        if let Some(p) = &self.progress {
+            p.start(repository, files);
+        }
+    }
+    fn file(&self, bytes: u64, _chunks: usize) {
+        if let Some(p) = &self.progress {
+            p.file(bytes);
+        }
     }
     fn finish(&self, summary: &RepositorySummary) {
         self.info(summary.to_string());
@@ -259,6 +280,7 @@ pub struct JobService {
     deps: OnceLock<Arc<JobDeps>>,
     crawler: OnceLock<Arc<dyn WebCrawler>>,
     wake: Notify,
+    live: LiveRuns,
 }
 
 impl JobService {
@@ -270,6 +292,7 @@ impl JobService {
             deps: OnceLock::new(),
             crawler: OnceLock::new(),
             wake: Notify::new(),
+            live: LiveRuns::default(),
         }
     }
 
@@ -485,8 +508,9 @@ impl JobService {
 
     /// Runs one job; its exit code: 0 success, 1 failure, -1 unreadable command.
     async fn execute(&self, run: &JobRunDAO) -> i64 {
+        let live = self.live.begin(run.id);
         let log = match JobLog::create(&self.jobs_dir, run.id) {
-            Ok(log) => log,
+            Ok(log) => log.with_progress(live.progress.clone()),
             Err(e) => {
                 warn!("job run {}: {e:#}", run.id);
                 return 1;
@@ -990,6 +1014,7 @@ mod graphql {
             finished_at: dao.end_ts,
             exit_code: dao.exit_code.map(|c| c as i32),
             stdout: String::new(),
+            progress: None,
         }
     }
 
@@ -998,10 +1023,25 @@ mod graphql {
     }
 
     impl JobService {
+        /// The run as GraphQL shows it, with its progress while it is in flight.
+        fn job_run(&self, dao: JobRunDAO) -> JobRun {
+            let running = dao.started_at.is_some() && dao.exit_code.is_none();
+            let id = dao.id;
+            let mut run = job_run(dao);
+            if running {
+                run.progress = self.live.progress(id);
+            }
+            run
+        }
+
         pub async fn job_info(&self, event: &BackgroundJobEvent) -> Result<JobInfo> {
             let command = event.to_command();
             Ok(JobInfo {
-                last_job_run: self.db.latest_job_run(&command).await?.map(job_run),
+                last_job_run: self
+                    .db
+                    .latest_job_run(&command)
+                    .await?
+                    .map(|dao| self.job_run(dao)),
                 command,
             })
         }
@@ -1032,7 +1072,7 @@ mod graphql {
                             .list_job_runs(&ids, &jobs, p)
                             .await?
                             .into_iter()
-                            .map(job_run)
+                            .map(|dao| self.job_run(dao))
                             .collect())
                     },
                 )
