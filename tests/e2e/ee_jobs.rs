@@ -771,7 +771,10 @@ async fn ee_jobs_a_running_index_run_shows_its_progress() {
             )
         })
         .collect();
-    let borrowed: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
     let repo = make_repo(tmp.path(), "gears", &borrowed);
     let env = Env::start().await;
     // The embedder answers slowly: the run stays in flight long enough to be watched.
@@ -788,7 +791,9 @@ async fn ee_jobs_a_running_index_run_shows_its_progress() {
                 .await
                 .into_iter()
                 .find(|r| r["command"].as_str().unwrap().contains(&needle))
-                .filter(|r| r["exitCode"].is_null() && r["progress"]["filesDone"].as_i64() > Some(0))
+                .filter(|r| {
+                    r["exitCode"].is_null() && r["progress"]["filesDone"].as_i64() > Some(0)
+                })
         },
     )
     .await;
@@ -800,7 +805,10 @@ async fn ee_jobs_a_running_index_run_shows_its_progress() {
         "{running}"
     );
     assert!(progress["indexedMb"].as_f64().unwrap() > 0.0, "{running}");
-    assert!(progress["mbPerSecond"].as_f64().unwrap() >= 0.0, "{running}");
+    assert!(
+        progress["mbPerSecond"].as_f64().unwrap() >= 0.0,
+        "{running}"
+    );
     // The repository's jobInfo shows the same run with its progress.
     let repos = env
         .gql(
@@ -813,9 +821,17 @@ async fn ee_jobs_a_running_index_run_shows_its_progress() {
     assert_eq!(last["progress"]["filesTotal"], 100, "{repos}");
 
     env._embedder.update_script(|s| s.delay = None);
-    let done = wait_finished(&env, running["id"].as_str().unwrap(), Duration::from_secs(60)).await;
+    let done = wait_finished(
+        &env,
+        running["id"].as_str().unwrap(),
+        Duration::from_secs(60),
+    )
+    .await;
     assert_eq!(done["exitCode"], 0, "{done}");
-    assert!(done["progress"].is_null(), "no progress once the run has ended: {done}");
+    assert!(
+        done["progress"].is_null(),
+        "no progress once the run has ended: {done}"
+    );
 }
 
 // ---- 4. kill -9 during a run: the run is failed (-1) and run again after the restart ----

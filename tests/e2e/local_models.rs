@@ -304,3 +304,35 @@ async fn a_mid_line_completion_stops_at_the_end_of_the_line() {
     assert!(!scoped.contains('\n'), "{scoped:?}");
     assert_eq!(scoped, raw.split('\n').next().unwrap(), "{raw:?}");
 }
+
+/// `[model.completion.local] prompt_template` replaces the model directory's template (here the
+/// suffix-first order), and the prompt is built with it.
+#[tokio::test]
+async fn a_configured_prompt_template_replaces_the_model_directory_one() {
+    let dir = embedded_models_dir();
+    let config = "[model.completion.local]\nmodel_id = \"TabbyML/Qwen2.5-Coder-0.5B-Instruct\"\n\
+                  parallelism = 1\n\
+                  prompt_template = \"<|fim_prefix|><|fim_suffix|>{suffix}<|fim_middle|>{prefix}\"\n";
+    let server = TabbyServer::start_with_env(
+        config,
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let (status, body) = post_json(
+        &server.url("/v1/completions"),
+        &json!({
+            "language": "python",
+            "segments": {"prefix": "def add(a, b):\n    return ", "suffix": "\n\nprint(add(1, 2))\n"},
+            "temperature": 0.0,
+            "debug_options": {"return_prompt": true}
+        }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["debug_data"]["prompt"],
+        "<|fim_prefix|><|fim_suffix|>\n\nprint(add(1, 2))\n<|fim_middle|>def add(a, b):\n    return "
+    );
+    let text = body["choices"][0]["text"].as_str().unwrap();
+    assert!(!text.is_empty(), "{body}");
+}

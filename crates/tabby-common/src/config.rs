@@ -196,6 +196,10 @@ pub struct LocalModelConfig {
     /// keystroke's prompt reads only what changed (0: none).
     #[serde(default = "default_prompt_cache_mib")]
     pub prompt_cache_mib: usize,
+    /// The FIM template, instead of the model directory's `tabby.json` (e.g. the suffix-first
+    /// `<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>` for Qwen2.5-Coder).
+    #[serde(default)]
+    pub prompt_template: Option<String>,
     #[serde(default)]
     pub additional_stop_words: Vec<String>,
 }
@@ -236,6 +240,10 @@ pub struct CompletionConfig {
     /// that many lines less context; the default stays 1 until the completion eval shows no loss.
     #[serde(default = "default_prefix_clip_lines")]
     pub prefix_clip_lines: usize,
+    /// A candidate too large for the room left is written as its first lines (at most this
+    /// many, whole lines, marked `…`) instead of being passed over; 0: whole snippets only.
+    #[serde(default = "default_snippet_head_lines")]
+    pub snippet_head_lines: usize,
     #[serde(default)]
     pub snippet_format: SnippetFormat,
     /// Candidates from the files the edited file imports, ahead of the other search hits
@@ -267,6 +275,9 @@ fn default_snippet_bytes() -> usize {
 fn default_prefix_clip_lines() -> usize {
     1
 }
+fn default_snippet_head_lines() -> usize {
+    0
+}
 
 fn default_suffix_bytes() -> usize {
     256
@@ -288,6 +299,7 @@ impl Default for CompletionConfig {
             snippet_bytes: default_snippet_bytes(),
             suffix_bytes: default_suffix_bytes(),
             prefix_clip_lines: default_prefix_clip_lines(),
+            snippet_head_lines: default_snippet_head_lines(),
             snippet_format: SnippetFormat::default(),
             import_snippets: default_import_snippets(),
         }

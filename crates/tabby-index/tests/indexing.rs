@@ -237,7 +237,11 @@ async fn stale_removal_stays_within_its_source_and_counts_live_rows_only() {
     f.index().await;
     // A source whose id extends this one's: its rows share the id prefix "config:test".
     let other_dir = f._tmp.path().join("other");
-    write(&other_dir, "other.py", "def other_function(x):\n    return x\n");
+    write(
+        &other_dir,
+        "other.py",
+        "def other_function(x):\n    return x\n",
+    );
     let other = RepositoryToIndex {
         source_id: "config:test2".into(),
         git_url: format!("file://{}", other_dir.display()),
@@ -254,7 +258,11 @@ async fn stale_removal_stays_within_its_source_and_counts_live_rows_only() {
     assert_eq!(f.index().await.removed, 0);
     let chunks = f.chunks();
     assert!(chunks.iter().any(|c| c.0 == "other.py"), "{chunks:?}");
-    assert!(chunks.iter().all(|c| c.0 != "src/lib.rs" && c.0 != "src/config.py"));
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c.0 != "src/lib.rs" && c.0 != "src/config.py")
+    );
     // Re-indexing the other source removes nothing of this one.
     assert_eq!(f.index_with(32, &other).await.removed, 0);
     assert!(f.chunks().iter().any(|c| c.0 == "src/handlers.py"));

@@ -17,7 +17,8 @@
 //! Run: `cargo bench -p tabby --bench typing` (the models from `tabby download` in
 //! `~/.tabby/models`, or `TABBY_MODEL_CACHE_ROOT`). `TYPING_LINES` (default 10) sets how many
 //! lines are typed; `TYPING_VARIANTS="suffix_bytes = 64|prefix_clip_lines = 4"` adds a run
-//! per `[completion]` setting.
+//! per `[completion]` setting; `TYPING_REPLAY=type` replays lines typed anew (nothing of the
+//! line after the cursor) instead of the cursor walking through existing ones.
 
 use std::{
     io::{BufRead, BufReader},
@@ -52,9 +53,21 @@ struct Keystroke {
     suffix: String,
 }
 
+/// How the editor's view changes between requests.
+#[derive(Clone, Copy, PartialEq)]
+enum Replay {
+    /// The cursor walks word by word through existing lines: the suffix starts with the rest
+    /// of the line, which shrinks as the cursor moves (the measurement).
+    Walk,
+    /// The user types each line anew: the line's words arrive one by one and nothing of the
+    /// line follows the cursor, so the suffix (the lines below) stays the same while the line
+    /// is typed.
+    Type,
+}
+
 /// The cursor after each word of `lines` source lines of `text` (from its middle, lines with
 /// at least three words), with `CONTEXT_LINES` lines of context each way.
-fn replay(text: &str, lines: usize) -> Vec<Keystroke> {
+fn replay(text: &str, lines: usize, mode: Replay) -> Vec<Keystroke> {
     let all: Vec<&str> = text.split_inclusive('\n').collect();
     let mut out = Vec::new();
     let start = all.len() / 3;
@@ -72,9 +85,13 @@ fn replay(text: &str, lines: usize) -> Vec<Keystroke> {
         for cursor in cursors {
             let before = all[n.saturating_sub(CONTEXT_LINES)..n].concat();
             let after = all[n + 1..(n + 1 + CONTEXT_LINES).min(all.len())].concat();
+            let rest = match mode {
+                Replay::Walk => &line[cursor..],
+                Replay::Type => "\n",
+            };
             out.push(Keystroke {
                 prefix: format!("{before}{}", &line[..cursor]),
-                suffix: format!("{}{after}", &line[cursor..]),
+                suffix: format!("{rest}{after}"),
             });
         }
         if out.len() >= lines * 6 {
@@ -245,7 +262,12 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
-    let keystrokes = replay(&text, lines);
+    let mode = match std::env::var("TYPING_REPLAY").as_deref() {
+        Ok("type") => Replay::Type,
+        Ok("walk") | Err(_) => Replay::Walk,
+        Ok(other) => panic!("TYPING_REPLAY={other:?}: expected walk or type"),
+    };
+    let keystrokes = replay(&text, lines, mode);
     let git_url = format!("file://{}", workspace.display());
     let root = tempfile::tempdir().unwrap();
     let repository = format!("[[repositories]]\ngit_url = \"{git_url}\"\n");
@@ -255,7 +277,8 @@ fn main() {
         )
     };
     println!(
-        "typing replay: {} requests over {lines} lines of {filepath}, {} cores",
+        "typing replay ({}): {} requests over {lines} lines of {filepath}, {} cores",
+        if mode == Replay::Walk { "walk" } else { "type" },
         keystrokes.len(),
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );

@@ -108,6 +108,8 @@ enum Command {
         /// With --mode completion: configurations to compare, comma-separated; each is `off`,
         /// `on` (the config), or parts joined by `+`: `comment`, `file_sep`, `auto` (snippet
         /// format), `open` (no score thresholds), `noimports` (no import-aware candidates),
+        /// `headsN` (snippets too large for the room written as their first N lines),
+        /// `suffixN` / `snippetsN` (`suffix_bytes` / `snippet_bytes` = N),
         /// `upstream` (upstream's snippet budget, format and thresholds).
         #[arg(long, default_value = "off,on")]
         variants: String,

@@ -69,7 +69,11 @@ impl RunProgress {
         let clamp = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
         Some(JobRunProgress {
             repository: state.name.clone(),
-            files_done: clamp(self.files_done.load(Ordering::Relaxed).min(state.files_total)),
+            files_done: clamp(
+                self.files_done
+                    .load(Ordering::Relaxed)
+                    .min(state.files_total),
+            ),
             files_total: clamp(state.files_total),
             indexed_mb: mb,
             mb_per_second: if elapsed > 0.0 { mb / elapsed } else { 0.0 },

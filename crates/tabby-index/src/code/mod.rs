@@ -535,7 +535,11 @@ pub fn document_id(source_id: &str, abs_path: &Path, language: &str, git_hash: &
         "language": language,
         "git_hash": git_hash,
     });
-    format!("{}{}", document_id_prefix(source_id), &file.to_string()[1..])
+    format!(
+        "{}{}",
+        document_id_prefix(source_id),
+        &file.to_string()[1..]
+    )
 }
 
 /// What every document id of `source_id` starts with: the source, `:::` and the JSON object's

@@ -57,10 +57,27 @@ pub struct Variant {
     upstream: bool,
     /// No import-aware candidates.
     no_imports: bool,
+    /// `headsN`: `snippet_head_lines = N`.
+    head_lines: Option<usize>,
+    /// `suffixN`: `suffix_bytes = N`.
+    suffix_bytes: Option<usize>,
+    /// `snippetsN`: `snippet_bytes = N`.
+    snippet_bytes: Option<usize>,
+}
+
+/// The number after `name` in a variant part such as `heads8`.
+fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
+    let Some(number) = part.strip_prefix(name) else {
+        return Ok(None);
+    };
+    number.parse().map(Some).map_err(|_| {
+        anyhow::anyhow!("variant part {part:?}: expected {name} and a number, e.g. {name}8")
+    })
 }
 
 impl Variant {
-    /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `upstream`, combined with `+`
+    /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
+    /// `snippetsN`, `upstream`, combined with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
         list.split(',').map(|v| Variant::parse(v.trim())).collect()
@@ -74,6 +91,9 @@ impl Variant {
             open: false,
             upstream: false,
             no_imports: false,
+            head_lines: None,
+            suffix_bytes: None,
+            snippet_bytes: None,
         };
         for part in spec.split('+') {
             match part {
@@ -85,9 +105,19 @@ impl Variant {
                 "open" => v.open = true,
                 "upstream" => v.upstream = true,
                 "noimports" => v.no_imports = true,
-                other => bail!(
-                    "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports or upstream"
-                ),
+                other => {
+                    if let Some(n) = numbered(other, "heads")? {
+                        v.head_lines = Some(n);
+                    } else if let Some(n) = numbered(other, "suffix")? {
+                        v.suffix_bytes = Some(n);
+                    } else if let Some(n) = numbered(other, "snippets")? {
+                        v.snippet_bytes = Some(n);
+                    } else {
+                        bail!(
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, headsN, suffixN, snippetsN or upstream"
+                        )
+                    }
+                }
             }
         }
         Ok(v)
@@ -96,6 +126,7 @@ impl Variant {
     fn config(&self, base: &CompletionConfig) -> CompletionConfig {
         let mut c = base.clone();
         if self.upstream {
+            c.snippet_head_lines = 0;
             c.snippet_format = SnippetFormat::Comment;
             c.snippet_bytes = crate::services::completion::prompt::UPSTREAM_SNIPPET_BYTES;
             c.code_search_params = CodeSearchParams::upstream_completion();
@@ -103,6 +134,15 @@ impl Variant {
         }
         if self.no_imports {
             c.import_snippets = 0;
+        }
+        if let Some(n) = self.head_lines {
+            c.snippet_head_lines = n;
+        }
+        if let Some(n) = self.suffix_bytes {
+            c.suffix_bytes = n;
+        }
+        if let Some(n) = self.snippet_bytes {
+            c.snippet_bytes = n;
         }
         if let Some(f) = self.format {
             c.snippet_format = f;
@@ -513,5 +553,13 @@ mod tests {
         assert_eq!(c.snippet_format, SnippetFormat::Comment);
         let err = Variant::parse_list("on,fast").unwrap_err().to_string();
         assert!(err.contains("\"fast\""), "{err}");
+        let sized = Variant::parse_list("on+heads6+suffix128+snippets700").unwrap();
+        let c = sized[0].config(&CompletionConfig::default());
+        assert_eq!(
+            (c.snippet_head_lines, c.suffix_bytes, c.snippet_bytes),
+            (6, 128, 700)
+        );
+        let err = Variant::parse_list("on+headsx").unwrap_err().to_string();
+        assert!(err.contains("\"headsx\""), "{err}");
     }
 }

@@ -52,6 +52,7 @@ pub fn with_local_defaults(config: &ModelConfigGroup) -> ModelConfigGroup {
             enable_fast_attention: None,
             context_size: 4096,
             prompt_cache_mib: tabby_common::config::DEFAULT_PROMPT_CACHE_MIB,
+            prompt_template: None,
             additional_stop_words: vec![],
         }))
     };
@@ -202,7 +203,10 @@ pub fn load_models(config: &ModelConfigGroup, models_dir: &Path) -> Result<Model
             }
             Some(ModelConfig::Local(local)) => Some(match locals.load("completion", local)? {
                 LocalLoad::Ready(llm) => CompletionModel {
-                    prompt_template: template("completion.local", llm.prompt_template())?,
+                    prompt_template: template(
+                        "completion.local",
+                        local.prompt_template.as_deref().or(llm.prompt_template()),
+                    )?,
                     engine: Arc::new(LocalCompletion::from_llm(llm)),
                     additional_stop_words: local.additional_stop_words.clone(),
                 },

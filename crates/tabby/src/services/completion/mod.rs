@@ -172,6 +172,7 @@ impl CompletionService {
                     snippet_bytes: self.config.snippet_bytes,
                     suffix_bytes: self.config.suffix_bytes,
                     prefix_clip_lines: self.config.prefix_clip_lines,
+                    head_lines: self.config.snippet_head_lines,
                 },
             );
             let scope = scope::Scope::new(&prefix, &suffix);

@@ -38,10 +38,10 @@ impl PromptTemplate {
         &self.template
     }
 
-    /// Whether the template is Qwen2.5-Coder's FIM, whose model also knows the repository
-    /// tokens `<|repo_name|>` and `<|file_sep|>`.
+    /// Whether the template is Qwen2.5-Coder's FIM (prefix first or suffix first), whose model
+    /// also knows the repository tokens `<|repo_name|>` and `<|file_sep|>`.
     fn knows_file_sep(&self) -> bool {
-        self.template.starts_with("<|fim_prefix|>")
+        self.template.contains("<|fim_prefix|>")
     }
 }
 
@@ -65,6 +65,9 @@ pub struct PromptBudget {
     pub suffix_bytes: usize,
     /// Lines a clipped prefix loses at once (`[completion] prefix_clip_lines`).
     pub prefix_clip_lines: usize,
+    /// Most lines of a snippet's head (`[completion] snippet_head_lines`; 0: whole snippets
+    /// only).
+    pub head_lines: usize,
 }
 
 /// What goes into one prompt.
@@ -118,7 +121,7 @@ pub fn build_prompt(
     // 1. The suffix, up to its share.
     let suffix_kept = head_lines(suffix, suffix.len().min(budget.suffix_bytes).min(room));
     // 2. The snippets: their share, or all the prefix leaves.
-    let writer = SnippetWriter::new(format, input);
+    let writer = SnippetWriter::new(format, input, budget.head_lines);
     let after_suffix = room - suffix_kept.len();
     let snippet_room = budget
         .snippet_bytes
@@ -158,10 +161,11 @@ struct SnippetWriter<'a> {
     /// snippet is.
     header: String,
     footer: String,
+    head_lines: usize,
 }
 
 impl<'a> SnippetWriter<'a> {
-    fn new(format: SnippetFormat, input: &PromptInput<'a>) -> Self {
+    fn new(format: SnippetFormat, input: &PromptInput<'a>, head_lines: usize) -> Self {
         let (header, footer) = match format {
             SnippetFormat::FileSep => (
                 format!("<|repo_name|>{}\n", input.repo_name.unwrap_or("repository")),
@@ -174,7 +178,25 @@ impl<'a> SnippetWriter<'a> {
             comment: input.language.snippet_comment(),
             header,
             footer,
+            head_lines,
         }
+    }
+
+    /// The head of a snippet: its first `lines` lines (fewer than it has) and a line `…` that
+    /// marks the rest as left out (a line comment in the repository format, where the language
+    /// has one; comment snippets are comments already).
+    fn head(&self, snippet: &Snippet, lines: usize) -> Option<Snippet> {
+        let body = snippet.body.trim_end_matches('\n');
+        let cut = body.match_indices('\n').nth(lines.checked_sub(1)?)?.0;
+        let marker = match (self.format, self.comment) {
+            (SnippetFormat::FileSep, Some(cc)) => format!("{cc} …"),
+            _ => "…".to_string(),
+        };
+        Some(Snippet {
+            filepath: snippet.filepath.clone(),
+            body: format!("{}\n{marker}\n", &body[..cut]),
+            score: snippet.score,
+        })
     }
 
     fn render(&self, snippet: &Snippet, first: bool) -> Option<String> {
@@ -207,8 +229,9 @@ impl<'a> SnippetWriter<'a> {
         Some(out)
     }
 
-    /// The snippets that fit in `room` bytes, whole, in order (a snippet that does not fit is
-    /// passed over for smaller ones after it; one already in the prefix or suffix is left out).
+    /// The snippets that fit in `room` bytes, in order: whole, or else (with `head_lines`) the
+    /// longest head of at most `head_lines` whole lines that fits, or else passed over for
+    /// smaller ones after it. One already in the prefix or suffix is left out.
     fn write(
         &self,
         snippets: &[Snippet],
@@ -224,14 +247,25 @@ impl<'a> SnippetWriter<'a> {
             if text.is_empty() || prefix.contains(text) || suffix.contains(text) {
                 continue;
             }
-            let Some(rendered) = self.render(snippet, chosen.is_empty()) else {
+            let first = chosen.is_empty();
+            let Some(rendered) = self.render(snippet, first) else {
                 break;
             };
-            if frame + body.len() + rendered.len() > room {
+            let fits = |r: &str| frame + body.len() + r.len() <= room;
+            if fits(&rendered) {
+                body.push_str(&rendered);
+                chosen.push(snippet.clone());
                 continue;
             }
-            body.push_str(&rendered);
-            chosen.push(snippet.clone());
+            let head = (1..=self.head_lines).rev().find_map(|lines| {
+                let head = self.head(snippet, lines)?;
+                let rendered = self.render(&head, first)?;
+                fits(&rendered).then_some((head, rendered))
+            });
+            if let Some((head, rendered)) = head {
+                body.push_str(&rendered);
+                chosen.push(head);
+            }
         }
         if chosen.is_empty() {
             return (String::new(), chosen);
@@ -313,6 +347,7 @@ mod tests {
             snippet_bytes: snippets,
             suffix_bytes: suffix,
             prefix_clip_lines: 1,
+            head_lines: 0,
         }
     }
 
@@ -432,6 +467,75 @@ mod tests {
             "<|repo_name|>acme/app\n<|file_sep|>a.py\nx = 1\n<|file_sep|>pkg/main.py\n\
              <|fim_prefix|>def f():<|fim_suffix|>    pass\n<|fim_middle|>"
         );
+    }
+
+    #[test]
+    fn a_snippet_too_large_goes_in_as_its_head_of_whole_lines() {
+        let long = snippet(
+            "lib.py",
+            "def parse(text, strict=False):\n    \"\"\"Parse text.\"\"\"\n    a = 1\n    b = 2\n    return a + b\n",
+        );
+        let small = snippet("b.py", "y = 2\n");
+        let run = |head_lines, room| {
+            let mut b = budget(2000, room, 100);
+            b.head_lines = head_lines;
+            build(
+                Some(QWEN),
+                SnippetFormat::FileSep,
+                &"p = 0\n".repeat(400),
+                "",
+                &[long.clone(), small.clone()],
+                b,
+            )
+        };
+        // Whole when it fits, heads or not.
+        let whole = run(8, 400);
+        assert_eq!(whole.snippets[0].body, long.body);
+        // Too large: without heads it is passed over for the smaller one.
+        let without = run(0, 90);
+        assert_eq!(without.snippets.len(), 1);
+        assert_eq!(without.snippets[0].filepath, "b.py");
+        // With heads: the longest head that fits, whole lines, marked.
+        let two_lines = "def parse(text, strict=False):\n    \"\"\"Parse text.\"\"\"\n# …\n";
+        let longest = run(8, 125);
+        assert_eq!(longest.snippets.len(), 1, "{}", longest.prompt);
+        assert_eq!(longest.snippets[0].body, two_lines);
+        // At most `head_lines` lines, then the smaller one after it.
+        let with = run(2, 150);
+        assert_eq!(with.snippets.len(), 2, "{}", with.prompt);
+        assert_eq!(with.snippets[0].body, two_lines);
+        assert!(with.prompt.contains(&format!(
+            "<|file_sep|>lib.py\n{two_lines}<|file_sep|>b.py\ny = 2\n"
+        )));
+        let one = run(1, 150);
+        assert_eq!(
+            one.snippets[0].body,
+            "def parse(text, strict=False):\n# …\n"
+        );
+        // A room too small for one line takes none.
+        let none = run(8, 40);
+        assert!(none.snippets.iter().all(|s| s.filepath != "lib.py"));
+        // Comment format: the marker is a comment line like the others.
+        let mut b = budget(2000, 110, 100);
+        b.head_lines = 8;
+        let prefix = "p = 0\n".repeat(400);
+        let comment = build(
+            Some(QWEN),
+            SnippetFormat::Comment,
+            &prefix,
+            "",
+            &[long.clone()],
+            b,
+        );
+        assert!(
+            comment
+                .prompt
+                .contains("# Path: lib.py\n# def parse(text, strict=False):\n"),
+            "{}",
+            comment.prompt
+        );
+        assert!(comment.prompt.contains("\n# …\n"), "{}", comment.prompt);
+        assert!(comment.prompt.len() <= 2000);
     }
 
     #[test]
