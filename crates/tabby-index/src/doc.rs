@@ -1,6 +1,6 @@
 //! The structured-doc corpus: web pages, commits and ingested documents, written to the same
 //! index as code. Each document is one document row (`attributes`: `kind` plus the kind's
-//! fields) and N chunk rows (`chunk_attributes.chunk_text`, BM25 tokens and words, and the
+//! fields) and N chunk rows (the stored `chunk_text`, BM25 tokens and words, and the
 //! embedding's tokens and bits when a model is set). Re-adding a document replaces it.
 
 use std::collections::HashSet;
@@ -198,10 +198,7 @@ impl DocIndexer {
             row.add_text(schema.field_source_id, &doc.source_id);
             row.add_text(schema.field_id, &doc.id);
             row.add_text(schema.field_chunk_id, format!("{}-{n}", doc.id));
-            row.add_field_value(
-                schema.field_chunk_attributes,
-                &OwnedValue::from(json!({ "chunk_text": chunk })),
-            );
+            row.add_text(schema.field_chunk_text, chunk);
             for token in tokenize_code(chunk) {
                 row.add_text(schema.field_chunk_tokens, token);
             }

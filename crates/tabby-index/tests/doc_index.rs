@@ -147,10 +147,11 @@ fn rows(dir: &Path, id: &str) -> Rows {
             None => documents.push(stored_json(&doc, schema.field_attributes)),
             Some(chunk_id) => {
                 let n: usize = chunk_id.rsplit('-').next().unwrap().parse().unwrap();
-                let text = stored_json(&doc, schema.field_chunk_attributes)["chunk_text"]
-                    .as_str()
-                    .unwrap()
-                    .to_string();
+                let text = tantivy::schema::Value::as_str(
+                    &doc.get_first(schema.field_chunk_text).unwrap(),
+                )
+                .unwrap()
+                .to_string();
                 chunks.push((n, text));
             }
         }

@@ -136,7 +136,10 @@ impl Fixture {
             out.push((
                 attrs["chunk_filepath"].as_str().unwrap().to_string(),
                 attrs["chunk_start_line"].as_u64(),
-                attrs["chunk_body"].as_str().unwrap().to_string(),
+                doc.get_first(schema.field_chunk_text)
+                    .and_then(|v| tantivy::schema::Value::as_str(&v))
+                    .unwrap()
+                    .to_string(),
             ));
         }
         out.sort();

@@ -299,6 +299,71 @@ async fn the_distilled_table_embeds_with_unit_norm_deterministically() {
     assert!(model().embed(&[]).await.unwrap().is_empty());
 }
 
+/// Tokenising word by word through the cache gives exactly the tokenizer's ids on the whole
+/// text: on texts that probe the normaliser (accents, CJK, controls, form feeds, other Unicode
+/// spaces, long words, more than 512 tokens) and on every source file of this workspace, the
+/// second time through from the cache.
+#[test]
+fn word_by_word_tokens_equal_the_whole_text_tokens() {
+    let model = model();
+    assert!(
+        model.caches_words(),
+        "all-MiniLM-L6-v2's tokenizer is BERT's"
+    );
+    let long_word = "a".repeat(150);
+    let probes: Vec<String> = vec![
+        OPEN_FILE.into(),
+        HTTP_GET.into(),
+        PARSE_JSON.into(),
+        "Größe café naïve Ångström".into(),
+        "日本語のテキスト混在 mixed中文text".into(),
+        "tab\tsep\r\nline\u{000C}formfeed\u{000B}vtab\u{0000}nul\u{FFFD}repl".into(),
+        "no\u{00A0}break\u{2003}em\u{3000}ideographic space".into(),
+        "e\u{0301}\u{0301} combining marks".into(),
+        format!("{long_word} {long_word}x y"),
+        "fn f() { let x = vec![1, 2, 3]; }\n".repeat(120),
+        "".into(),
+        "   \n\t ".into(),
+    ];
+    let mut texts = probes;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for dir in ["crates", "ee/tabby-ui", "scripts"] {
+        let mut stack = vec![root.join(dir)];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    if !path.ends_with("node_modules") && !path.ends_with("vendor") {
+                        stack.push(path);
+                    }
+                } else if path
+                    .extension()
+                    .is_some_and(|e| ["rs", "py", "js", "sh", "md"].contains(&e.to_str().unwrap()))
+                    && let Ok(text) = std::fs::read_to_string(&path)
+                {
+                    // Chunk-sized pieces, as the indexer embeds them.
+                    let mut start = 0;
+                    while start < text.len() {
+                        let mut end = (start + 512).min(text.len());
+                        while !text.is_char_boundary(end) {
+                            end += 1;
+                        }
+                        texts.push(text[start..end].to_string());
+                        start = end;
+                    }
+                }
+            }
+        }
+    }
+    assert!(texts.len() > 1000, "{} texts", texts.len());
+    for pass in 0..2 {
+        for text in &texts {
+            let (cached, whole) = model.token_ids_both_ways(text).unwrap();
+            assert_eq!(cached, whole, "pass {pass}: {text:?}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn queries_are_closest_to_the_code_that_does_what_they_say() {
     let code = embed(&[OPEN_FILE, SORT_LIST, HTTP_GET, PARSE_JSON]).await;

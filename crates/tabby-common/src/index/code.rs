@@ -5,12 +5,11 @@ use tantivy::query::{BooleanQuery, Occur, Query};
 
 use super::{IndexSchema, corpus, stem::stem};
 
-/// Keys of a code chunk's `chunk_attributes`.
+/// Keys of a code chunk's `chunk_attributes` (its body is in the stored `chunk_text` field).
 pub mod fields {
     pub const CHUNK_GIT_URL: &str = "chunk_git_url";
     pub const CHUNK_FILEPATH: &str = "chunk_filepath";
     pub const CHUNK_LANGUAGE: &str = "chunk_language";
-    pub const CHUNK_BODY: &str = "chunk_body";
     pub const CHUNK_START_LINE: &str = "chunk_start_line";
 }
 

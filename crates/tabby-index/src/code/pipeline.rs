@@ -313,7 +313,6 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
             fields::CHUNK_GIT_URL: context.git_url,
             fields::CHUNK_FILEPATH: file.rel,
             fields::CHUNK_LANGUAGE: file.language,
-            fields::CHUNK_BODY: chunk.body,
         });
         if !whole_file {
             attributes[fields::CHUNK_START_LINE] = json!(chunk.start_line);
@@ -322,6 +321,7 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
             schema.field_chunk_attributes,
             &tantivy::schema::OwnedValue::from(attributes),
         );
+        doc.add_text(schema.field_chunk_text, &chunk.body);
         for token in tokenize_code(&chunk.body) {
             doc.add_text(schema.field_chunk_tokens, token);
         }

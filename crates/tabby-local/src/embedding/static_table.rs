@@ -82,6 +82,64 @@ struct Table {
     vectors: Vec<f32>,
     dimension: usize,
     tokenizer: Tokenizer,
+    /// Token ids of words seen before, when the tokenizer works word by word (see
+    /// [`WordCache`]); `None` for other tokenizers, whose texts are encoded whole.
+    words: Option<WordCache>,
+}
+
+/// The ASCII whitespace BERT's normaliser and pre-tokeniser always treat as a word break (form
+/// feed and other controls are removed instead, so they are not breaks).
+fn is_break(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// Memoised token ids per word. With BERT's normaliser (character by character) and
+/// pre-tokeniser (splits at whitespace and punctuation), a text's tokens are the concatenation
+/// of the tokens of its whitespace-separated words, so each distinct word is tokenised once;
+/// code repeats its words, and tokenising was most of the embedding's cost. Sharded to keep
+/// the indexer's threads apart; a shard that fills up starts again (memory stays bounded).
+struct WordCache {
+    shards: Vec<std::sync::Mutex<std::collections::HashMap<Box<str>, Box<[u32]>>>>,
+}
+
+const WORD_CACHE_SHARDS: usize = 16;
+/// Words per shard: 16 × 8192 words, some 10 MB at most.
+const WORD_CACHE_SHARD_WORDS: usize = 8192;
+
+impl WordCache {
+    /// A cache when `tokenizer` is BERT's word-by-word pipeline (normaliser and pre-tokeniser
+    /// as all-MiniLM-L6-v2's), else `None`.
+    fn for_tokenizer(tokenizer: &Tokenizer) -> Option<Self> {
+        let kind = |v: Option<serde_json::Value>| {
+            v.and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
+        };
+        let normalizer = kind(
+            tokenizer
+                .get_normalizer()
+                .and_then(|n| serde_json::to_value(n).ok()),
+        );
+        let pre = kind(
+            tokenizer
+                .get_pre_tokenizer()
+                .and_then(|p| serde_json::to_value(p).ok()),
+        );
+        let word_by_word = matches!(normalizer.as_deref(), None | Some("BertNormalizer"))
+            && pre.as_deref() == Some("BertPreTokenizer");
+        word_by_word.then(|| Self {
+            shards: (0..WORD_CACHE_SHARDS).map(|_| Default::default()).collect(),
+        })
+    }
+
+    fn shard(
+        &self,
+        word: &str,
+    ) -> &std::sync::Mutex<std::collections::HashMap<Box<str>, Box<[u32]>>> {
+        // FNV-1a: cheap, and only picks the shard.
+        let hash = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        &self.shards[hash as usize % WORD_CACHE_SHARDS]
+    }
 }
 
 impl StaticEmbedding {
@@ -169,6 +227,7 @@ impl StaticEmbedding {
             table: Arc::new(Table {
                 vectors,
                 dimension: header.dimension,
+                words: WordCache::for_tokenizer(&tokenizer),
                 tokenizer,
             }),
             pool,
@@ -193,15 +252,46 @@ impl Table {
         inputs.par_iter().map(|text| self.embed_one(text)).collect()
     }
 
+    fn encode(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        self.tokenizer
+            .encode_fast(text, false)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| ModelError::Backend(format!("static embedding: {e}")))
+    }
+
+    /// The text's first [`MAX_TOKENS`] token ids, as the tokenizer gives them.
+    fn token_ids(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        let Some(words) = &self.words else {
+            return self.encode(text);
+        };
+        let mut ids = Vec::new();
+        for word in text.split(is_break).filter(|w| !w.is_empty()) {
+            if ids.len() >= MAX_TOKENS {
+                break;
+            }
+            let shard = words.shard(word);
+            if let Some(known) = shard.lock().unwrap_or_else(|e| e.into_inner()).get(word) {
+                ids.extend_from_slice(known);
+                continue;
+            }
+            let fresh = self.encode(word)?;
+            ids.extend_from_slice(&fresh);
+            let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+            if shard.len() >= WORD_CACHE_SHARD_WORDS {
+                shard.clear();
+            }
+            shard.insert(word.into(), fresh.into_boxed_slice());
+        }
+        ids.truncate(MAX_TOKENS);
+        Ok(ids)
+    }
+
     /// The normalised sum of the text's token vectors; all zeros for a text without tokens.
     fn embed_one(&self, text: &str) -> Result<Vec<f32>, ModelError> {
-        let encoding = self
-            .tokenizer
-            .encode_fast(text, false)
-            .map_err(|e| ModelError::Backend(format!("static embedding: {e}")))?;
+        let ids = self.token_ids(text)?;
         let d = self.dimension;
         let mut sum = vec![0f32; d];
-        for &id in encoding.get_ids() {
+        for &id in &ids {
             if let Some(row) = self.vectors.get(id as usize * d..(id as usize + 1) * d) {
                 sum.iter_mut().zip(row).for_each(|(s, v)| *s += v);
             }
@@ -226,5 +316,20 @@ impl Embedding for StaticEmbedding {
             .run(move || table.embed(&texts))
             .await
             .map_err(pool_error)?
+    }
+}
+
+impl StaticEmbedding {
+    /// The token ids the table sums for `text`, and those of the tokenizer on the whole text
+    /// (truncated alike): for tests that the word cache changes nothing.
+    #[doc(hidden)]
+    pub fn token_ids_both_ways(&self, text: &str) -> Result<(Vec<u32>, Vec<u32>), ModelError> {
+        Ok((self.table.token_ids(text)?, self.table.encode(text)?))
+    }
+
+    /// Whether texts are tokenised word by word through the cache.
+    #[doc(hidden)]
+    pub fn caches_words(&self) -> bool {
+        self.table.words.is_some()
     }
 }

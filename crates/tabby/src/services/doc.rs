@@ -5,8 +5,8 @@
 //! Structured-doc rows (written by the jobs that index commits, web pages and ingested
 //! documents): the document row's `attributes` hold `kind` (`web` | `commit` | `ingested`) and
 //! the kind's fields (web `title`, `link`; commit `sha`, `message`, `author_email`,
-//! `author_at` (RFC 3339); ingested `title`, `link`, `doc_id`); each chunk row's
-//! `chunk_attributes` hold `chunk_text`.
+//! `author_at` (RFC 3339); ingested `title`, `link`, `doc_id`); each chunk row stores its text
+//! in `chunk_text`.
 
 use std::{collections::HashSet, path::PathBuf};
 
@@ -23,8 +23,6 @@ use tantivy::{
     query::{BooleanQuery, Occur, Query, TermQuery},
     schema::{IndexRecordOption, Value},
 };
-
-pub const CHUNK_TEXT: &str = "chunk_text";
 
 pub struct DocSearchService {
     index_dir: PathBuf,
@@ -112,8 +110,9 @@ fn search_index(
         if !seen.insert(id.to_string()) {
             continue;
         }
-        let chunk_text = stored_json(&chunk, schema.field_chunk_attributes)[CHUNK_TEXT]
-            .as_str()
+        let chunk_text = chunk
+            .get_first(schema.field_chunk_text)
+            .and_then(|v| v.as_str())
             .unwrap_or_default()
             .to_string();
         // The document row: same id, no chunk id.
@@ -186,10 +185,7 @@ mod tests {
             chunk.add_text(schema.field_source_id, source);
             chunk.add_text(schema.field_id, id);
             chunk.add_text(schema.field_chunk_id, format!("{id}-{n}"));
-            chunk.add_field_value(
-                schema.field_chunk_attributes,
-                &OwnedValue::from(json!({ CHUNK_TEXT: text })),
-            );
+            chunk.add_text(schema.field_chunk_text, text);
             for word in search_words(text) {
                 chunk.add_text(schema.field_chunk_words, word);
             }

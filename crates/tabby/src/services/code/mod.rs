@@ -285,7 +285,10 @@ impl CodeSearchService {
         Some(CodeSearchDocument {
             file_id: doc.get_first(schema.field_id)?.as_str()?.to_string(),
             chunk_id: doc.get_first(schema.field_chunk_id)?.as_str()?.to_string(),
-            body: text(fields::CHUNK_BODY)?,
+            body: doc
+                .get_first(schema.field_chunk_text)?
+                .as_str()?
+                .to_string(),
             filepath: text(fields::CHUNK_FILEPATH)?,
             git_url: text(fields::CHUNK_GIT_URL).unwrap_or_default(),
             commit: None,
