@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use tabby_common::index::{
     IndexSchema,
-    code::{binarize_embedding, pack_embedding_bits, search_words, tokenize_code},
+    code::{pack_embedding_bits, search_words, tokenize_code},
     corpus,
 };
 use tantivy::{
@@ -206,9 +206,6 @@ impl DocIndexer {
                 row.add_text(schema.field_chunk_words, word);
             }
             if let Some(vector) = embedding {
-                for token in binarize_embedding(&vector) {
-                    row.add_text(schema.field_chunk_embedding_tokens, token);
-                }
                 row.add_bytes(
                     schema.field_chunk_embedding_bits,
                     &pack_embedding_bits(&vector),

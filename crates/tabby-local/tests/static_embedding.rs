@@ -324,6 +324,7 @@ fn word_by_word_tokens_equal_the_whole_text_tokens() {
         "fn f() { let x = vec![1, 2, 3]; }\n".repeat(120),
         "".into(),
         "   \n\t ".into(),
+        "special [UNK] [CLS]x[SEP] [MASK][PAD] [unk] [UNK".into(),
     ];
     let mut texts = probes;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

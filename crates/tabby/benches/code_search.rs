@@ -1,16 +1,15 @@
 //! Search latency over a synthetic code corpus at 10k and 100k chunks (2 cores): the BM25 leg,
-//! the embedding leg in both forms (packed-bit popcount scan vs. binarized-token union), and a
-//! whole hybrid search (both legs + RRF + reading the hits). The corpus has long functions
+//! both legs (the embedding leg is a popcount scan of packed sign bits), and a whole hybrid
+//! search (both legs + RRF + reading the hits). The corpus has long functions
 //! (chunks where no definition starts) and test files, so the tuned BM25 leg's row factors
 //! are applied.
 //!
 //! Run: `cargo bench -p tabby --bench code_search` (figures on stdout). Set
-//! `CODE_SEARCH_BENCH_SIZES=10000` to run one size only, `CODE_SEARCH_BENCH_TOKENS=0` to skip
-//! the (slow) token form of the embedding leg.
+//! `CODE_SEARCH_BENCH_SIZES=10000` to run one size only.
 
 use std::{sync::Arc, time::Instant};
 
-use tabby::services::code::{CodeSearchEmbedding, CodeSearchService, EmbeddingLeg};
+use tabby::services::code::{CodeSearchEmbedding, CodeSearchService};
 use tabby_common::{
     api::code::{CodeSearch, CodeSearchQuery},
     config::CodeSearchParams,
@@ -151,7 +150,7 @@ async fn run(chunks: usize) {
     let chunks = summary.chunks;
     let bm25_only =
         CodeSearchService::new(index_dir.clone(), None, Arc::new(LanguageTable::builtin()));
-    let mut service = CodeSearchService::new(
+    let service = CodeSearchService::new(
         index_dir,
         Some(CodeSearchEmbedding { model, model_id }),
         Arc::new(LanguageTable::builtin()),
@@ -178,12 +177,7 @@ async fn run(chunks: usize) {
         percentile(&bm25_ms, 0.5),
         percentile(&bm25_ms, 0.99)
     );
-    let with_tokens = std::env::var("CODE_SEARCH_BENCH_TOKENS").map_or(true, |v| v != "0");
-    for leg in [EmbeddingLeg::Bits, EmbeddingLeg::Tokens] {
-        if leg == EmbeddingLeg::Tokens && !with_tokens {
-            continue;
-        }
-        service.embedding_leg = leg;
+    {
         let mut legs_ms = Vec::new();
         let mut full_ms = Vec::new();
         for q in &queries {
@@ -200,7 +194,7 @@ async fn run(chunks: usize) {
         legs_ms.sort_by(f64::total_cmp);
         full_ms.sort_by(f64::total_cmp);
         println!(
-            "{chunks:>7} chunks  embedding leg = {leg:<6?}  both legs: p50 {:>7.2} ms p99 {:>7.2} ms | full search (RRF + hits): p50 {:>7.2} ms p99 {:>7.2} ms  ({} queries)",
+            "{chunks:>7} chunks  both legs: p50 {:>7.2} ms p99 {:>7.2} ms | full search (RRF + hits): p50 {:>7.2} ms p99 {:>7.2} ms  ({} queries)",
             percentile(&legs_ms, 0.5),
             percentile(&legs_ms, 0.99),
             percentile(&full_ms, 0.5),

@@ -120,22 +120,8 @@ pub fn is_test_path(path: &str) -> bool {
         || lower == "conftest.py"
 }
 
-/// `embedding_one_{i}` where the value is positive, `embedding_zero_{i}` otherwise.
-pub fn binarize_embedding<'a>(embedding: impl IntoIterator<Item = &'a f32>) -> Vec<String> {
-    embedding
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            if *v > 0.0 {
-                format!("embedding_one_{i}")
-            } else {
-                format!("embedding_zero_{i}")
-            }
-        })
-        .collect()
-}
-
-/// The same signs packed little-endian into bytes (bit i of the vector = bit i%8 of byte i/8).
+/// The embedding's signs (positive = 1) packed little-endian into bytes (bit i of the vector =
+/// bit i%8 of byte i/8).
 pub fn pack_embedding_bits(embedding: &[f32]) -> Vec<u8> {
     let mut bytes = vec![0u8; embedding.len().div_ceil(8)];
     for (i, v) in embedding.iter().enumerate() {
@@ -259,17 +245,8 @@ mod tests {
     }
 
     #[test]
-    fn binarized_tokens_and_bits_agree() {
+    fn embedding_signs_pack_little_endian() {
         let e = [0.5, -0.1, 0.0, 2.0, 1.0, -3.0, 0.1, 0.1, 0.7];
-        assert_eq!(
-            binarize_embedding(&e)[..4],
-            [
-                "embedding_one_0",
-                "embedding_zero_1",
-                "embedding_zero_2",
-                "embedding_one_3"
-            ]
-        );
         assert_eq!(pack_embedding_bits(&e), vec![0b1101_1001, 0b1]);
     }
 }

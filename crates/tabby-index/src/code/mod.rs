@@ -19,7 +19,7 @@ use tabby_common::{
     git_url::{canonicalize_git_url, redact_credentials},
     index::{
         IndexSchema,
-        code::{binarize_embedding, pack_embedding_bits, search_words},
+        code::{pack_embedding_bits, search_words},
         corpus,
     },
     languages::LanguageTable,
@@ -337,9 +337,6 @@ impl CodeIndexer {
             for mut doc in file.chunk_docs {
                 match embeddings.next().flatten() {
                     Some(vector) => {
-                        for token in binarize_embedding(&vector) {
-                            doc.add_text(schema.field_chunk_embedding_tokens, token);
-                        }
                         doc.add_bytes(
                             schema.field_chunk_embedding_bits,
                             &pack_embedding_bits(&vector),

@@ -87,19 +87,63 @@ struct Table {
     words: Option<WordCache>,
 }
 
-/// The ASCII whitespace BERT's normaliser and pre-tokeniser always treat as a word break (form
-/// feed and other controls are removed instead, so they are not breaks).
-fn is_break(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\n' | '\r')
+/// The pieces of `text` that BERT's pre-tokeniser keeps apart, as far as ASCII tells: runs
+/// between breaks (space, tab, newline, carriage return: the ASCII whitespace BERT always
+/// treats as a break; form feed and other controls are removed instead) and ASCII punctuation, and each ASCII punctuation character alone (BERT
+/// splits at every punctuation character, and its normaliser leaves ASCII punctuation as it
+/// is). Non-ASCII punctuation stays inside a piece, for the tokenizer to split. An `added`
+/// token (each starts with ASCII punctuation) is one piece, as the tokenizer matches those in
+/// the raw text first.
+fn words_of<'t>(text: &'t str, added: &'t [String]) -> impl Iterator<Item = &'t str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            let b = bytes[i];
+            let is_break = matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+            let is_punct = b.is_ascii_punctuation();
+            if !is_break && !is_punct {
+                i += 1;
+                continue;
+            }
+            // A piece ends here (ASCII bytes are always char boundaries).
+            if start < i {
+                let piece = &text[start..i];
+                start = i;
+                return Some(piece);
+            }
+            if is_punct {
+                let len = added
+                    .iter()
+                    .find(|t| text[i..].starts_with(t.as_str()))
+                    .map_or(1, |t| t.len());
+                i += len;
+                start = i;
+                return Some(&text[i - len..i]);
+            }
+            i += 1;
+            start = i;
+        }
+        if start < bytes.len() {
+            let piece = &text[start..];
+            start = bytes.len();
+            return Some(piece);
+        }
+        None
+    })
 }
 
 /// Memoised token ids per word. With BERT's normaliser (character by character) and
 /// pre-tokeniser (splits at whitespace and punctuation), a text's tokens are the concatenation
-/// of the tokens of its whitespace-separated words, so each distinct word is tokenised once;
+/// of the tokens of its pieces ([`words_of`]), so each distinct piece is tokenised once;
 /// code repeats its words, and tokenising was most of the embedding's cost. Sharded to keep
 /// the indexer's threads apart; a shard that fills up starts again (memory stays bounded).
 struct WordCache {
     shards: Vec<std::sync::Mutex<std::collections::HashMap<Box<str>, Box<[u32]>>>>,
+    /// The tokenizer's added tokens (`[UNK]`, `[CLS]`…), matched in the raw text before
+    /// anything else: kept whole as pieces. Each starts with ASCII punctuation.
+    added: Vec<String>,
 }
 
 const WORD_CACHE_SHARDS: usize = 16;
@@ -123,10 +167,23 @@ impl WordCache {
                 .get_pre_tokenizer()
                 .and_then(|p| serde_json::to_value(p).ok()),
         );
+        let mut added: Vec<String> = tokenizer
+            .get_added_tokens_decoder()
+            .into_values()
+            .map(|t| t.content)
+            .collect();
+        // Longest first, so that a token that starts another is not matched in its place.
+        added.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        let added_split_cleanly = added.iter().all(|t| {
+            t.as_bytes().first().is_some_and(u8::is_ascii_punctuation)
+                && !t.bytes().any(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        });
         let word_by_word = matches!(normalizer.as_deref(), None | Some("BertNormalizer"))
-            && pre.as_deref() == Some("BertPreTokenizer");
+            && pre.as_deref() == Some("BertPreTokenizer")
+            && added_split_cleanly;
         word_by_word.then(|| Self {
             shards: (0..WORD_CACHE_SHARDS).map(|_| Default::default()).collect(),
+            added,
         })
     }
 
@@ -265,7 +322,7 @@ impl Table {
             return self.encode(text);
         };
         let mut ids = Vec::new();
-        for word in text.split(is_break).filter(|w| !w.is_empty()) {
+        for word in words_of(text, &words.added) {
             if ids.len() >= MAX_TOKENS {
                 break;
             }
@@ -331,5 +388,25 @@ impl StaticEmbedding {
     #[doc(hidden)]
     pub fn caches_words(&self) -> bool {
         self.table.words.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::words_of;
+
+    #[test]
+    fn pieces_split_at_breaks_and_ascii_punctuation() {
+        let none: &[String] = &[];
+        let pieces: Vec<&str> = words_of("  a(bc, dé)\n\tx\u{000C}y–z ", none).collect();
+        assert_eq!(pieces, ["a", "(", "bc", ",", "dé", ")", "x\u{000C}y–z"]);
+        assert_eq!(words_of("", none).count(), 0);
+        assert_eq!(words_of(" \n", none).count(), 0);
+        assert_eq!(words_of("::", none).collect::<Vec<_>>(), [":", ":"]);
+        let added = ["[UNK]".to_string(), "[".to_string()];
+        assert_eq!(
+            words_of("x[UNK]y [a]", &added).collect::<Vec<_>>(),
+            ["x", "[UNK]", "y", "[", "a", "]"]
+        );
     }
 }

@@ -14,7 +14,6 @@ use std::{
 };
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use tabby_common::{
     api::code::{
         CodeSearch, CodeSearchDocument, CodeSearchError, CodeSearchHit, CodeSearchQuery,
@@ -33,7 +32,7 @@ use tabby_inference::Embedding;
 use tantivy::{
     DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument,
     collector::TopDocs,
-    query::{BooleanQuery, BoostQuery, ConstScoreQuery, Occur, Query, TermQuery},
+    query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery},
     schema::{IndexRecordOption, Value},
 };
 
@@ -45,17 +44,6 @@ pub use self::query::QueryStrategy;
 /// RRF constant: each list contributes 1 / (RRF_K + rank), ranks from 1.
 const RRF_K: f32 = 60.0;
 const MAX_HITS_PER_FILE: usize = 2;
-
-/// How the embedding leg is computed; both rank identically.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EmbeddingLeg {
-    /// A popcount scan of packed sign bits (fast at 100k+ chunks).
-    #[default]
-    Bits,
-    /// Upstream's form: a union of binarized tokens, each worth 1/D.
-    Tokens,
-}
 
 #[derive(Clone)]
 pub struct CodeSearchEmbedding {
@@ -77,7 +65,6 @@ pub struct CodeSearchService {
     index_dir: PathBuf,
     embedding: Option<CodeSearchEmbedding>,
     languages: Arc<LanguageTable>,
-    pub embedding_leg: EmbeddingLeg,
     pub query_strategy: QueryStrategy,
     loaded: Mutex<Option<Arc<Loaded>>>,
     bits: Arc<BitsCache>,
@@ -104,7 +91,6 @@ impl CodeSearchService {
             index_dir,
             embedding,
             languages,
-            embedding_leg: EmbeddingLeg::default(),
             query_strategy: QueryStrategy::default(),
             loaded: Mutex::new(None),
             bits: Arc::new(BitsCache::default()),
@@ -233,32 +219,20 @@ impl CodeSearchService {
                     ))
                 })?;
             has_embedding = true;
-            embedding_hits = match self.embedding_leg {
-                EmbeddingLeg::Bits => hamming_leg(
-                    &searcher,
-                    &self.bits,
-                    &self.filter_docs,
-                    &pack_words(&vector),
-                    vector.len(),
-                    num_to_score,
-                    &ScanFilter {
-                        source_id: &query.source_id,
-                        language: language.as_deref(),
-                        exclude_filepath: query.filepath.as_deref(),
-                    },
-                )
-                .map_err(|e| CodeSearchError::Other(e.into()))?,
-                EmbeddingLeg::Tokens => token_embedding_leg(
-                    &searcher,
-                    &vector,
-                    code_search_filter(
-                        &query.source_id,
-                        language.as_deref(),
-                        query.filepath.as_deref(),
-                    ),
-                    num_to_score,
-                )?,
-            };
+            embedding_hits = hamming_leg(
+                &searcher,
+                &self.bits,
+                &self.filter_docs,
+                &pack_words(&vector),
+                vector.len(),
+                num_to_score,
+                &ScanFilter {
+                    source_id: &query.source_id,
+                    language: language.as_deref(),
+                    exclude_filepath: query.filepath.as_deref(),
+                },
+            )
+            .map_err(|e| CodeSearchError::Other(e.into()))?;
         }
         let bm25 = match bm25_task {
             Bm25Task::Inline(bm25_query) => {
@@ -498,35 +472,6 @@ impl RowColumns {
 
 /// The most candidates the row factors re-score for one query.
 const MAX_PENALTY_FETCH: usize = 10_000;
-
-fn token_embedding_leg(
-    searcher: &Searcher,
-    vector: &[f32],
-    filters: Vec<(Occur, Box<dyn Query>)>,
-    limit: usize,
-) -> Result<LegHits, CodeSearchError> {
-    let schema = IndexSchema::instance();
-    let weight = 1.0 / vector.len() as f32;
-    let terms: Vec<(Occur, Box<dyn Query>)> = tabby_common::index::code::binarize_embedding(vector)
-        .into_iter()
-        .map(|t| {
-            let term = tantivy::Term::from_field_text(schema.field_chunk_embedding_tokens, &t);
-            (
-                Occur::Should,
-                Box::new(ConstScoreQuery::new(
-                    Box::new(TermQuery::new(term, IndexRecordOption::Basic)),
-                    weight,
-                )) as Box<dyn Query>,
-            )
-        })
-        .collect();
-    let query = filtered(Box::new(BooleanQuery::new(terms)), filters);
-    let mut hits = searcher
-        .search(&query, &TopDocs::with_limit(limit).order_by_score())
-        .map_err(|e| CodeSearchError::Other(e.into()))?;
-    sort_hits(&mut hits);
-    Ok(hits)
-}
 
 /// One fused candidate.
 #[derive(Clone, Debug)]
