@@ -28,8 +28,7 @@ async fn kill_9_mid_run_leaves_a_usable_index_and_the_next_run_completes_it() {
     let root = tempfile::tempdir().unwrap();
     let corpus = root.path().join("corpus");
     std::fs::create_dir_all(&corpus).unwrap();
-    // 250 files of ten ~500-char functions: about 2500 chunks, so the first batch commit
-    // (every 2000 chunks) lands before the run ends.
+    // 250 files of ten ~500-char functions: about 2500 chunks.
     let files = 250;
     for i in 0..files {
         let text: String = (0..10)
@@ -41,12 +40,13 @@ async fn kill_9_mid_run_leaves_a_usable_index_and_the_next_run_completes_it() {
             .collect();
         std::fs::write(corpus.join(format!("m{i}.py")), text).unwrap();
     }
-    // Slow embeddings: the first commit (2000 chunks) lands well before the run would end.
+    // Slow embeddings (40 batches of 64 chunks, 250 ms each): the first timed commit (after
+    // 5 s) lands well before the run would end.
     let embedder = FakeServer::start(
         Protocol::OpenAi,
         Script::default()
             .embedding_dim(16)
-            .delay(Duration::from_millis(50)),
+            .delay(Duration::from_millis(250)),
     )
     .await;
     std::fs::write(

@@ -445,6 +445,19 @@ async fn repositories_removed_from_config_leave_the_index() {
 async fn runs_leave_at_most_four_segments_and_keep_every_row() {
     let f = Fixture::new();
     let first = f.index().await;
+    let largest = || {
+        let metas = Index::open_in_dir(&f.index_dir)
+            .unwrap()
+            .searchable_segment_metas()
+            .unwrap();
+        metas
+            .iter()
+            .max_by_key(|m| m.num_docs())
+            .map(|m| m.id())
+            .unwrap()
+    };
+    // The first run's rows: most of the index, and never merged again by small runs.
+    let big = largest();
     // Each further repository's run commits at least one new segment.
     let mut sources = vec![f.source(&[])];
     for i in 0..6 {
@@ -468,6 +481,7 @@ async fn runs_leave_at_most_four_segments_and_keep_every_row() {
             .unwrap()
             .len();
         assert!(segments <= 4, "{segments} segments after run {i}");
+        assert_eq!(largest(), big, "run {i} merged the big segment again");
     }
     let chunks = f.chunks();
     let extra = chunks

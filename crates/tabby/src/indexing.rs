@@ -138,6 +138,9 @@ pub async fn index_configured(
             info!("removed {removed} from the index: no longer configured");
         }
     }
+    tokio::task::spawn_blocking(move || indexer.finish())
+        .await
+        .context("index merge task failed")??;
     Ok(summaries)
 }
 

@@ -614,6 +614,7 @@ impl JobService {
             indexer
                 .index_repository(&repo, &deps.repositories_dir, log)
                 .await?;
+            tokio::task::spawn_blocking(move || indexer.finish()).await??;
         }
         // Commits go into the structured-doc corpus under the repository's source id.
         match recent_commits(

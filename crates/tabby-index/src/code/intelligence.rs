@@ -140,17 +140,20 @@ pub const LANGUAGES_WITH_GRAMMAR: &[&str] = &[
     "shellscript",
 ];
 
-/// The grammar and tags configuration for a canonical language name, built once.
+/// The grammar and tags configuration for a canonical language name, built once, when the
+/// language is first met (compiling every language's tags query up front cost a small
+/// re-index half a second).
 pub fn intelligence(canonical: &str) -> Option<&'static LanguageIntelligence> {
-    static CACHE: OnceLock<HashMap<&'static str, LanguageIntelligence>> = OnceLock::new();
-    CACHE
-        .get_or_init(|| {
-            LANGUAGES_WITH_GRAMMAR
-                .iter()
-                .filter_map(|name| build(name).map(|i| (*name, i)))
-                .collect()
-        })
-        .get(canonical)
+    type Cells = HashMap<&'static str, OnceLock<Option<LanguageIntelligence>>>;
+    static CACHE: OnceLock<Cells> = OnceLock::new();
+    let cells = CACHE.get_or_init(|| {
+        LANGUAGES_WITH_GRAMMAR
+            .iter()
+            .map(|name| (*name, OnceLock::new()))
+            .collect()
+    });
+    let (name, cell) = cells.get_key_value(canonical)?;
+    cell.get_or_init(|| build(name)).as_ref()
 }
 
 /// A definition found by tree-sitter-tags.
