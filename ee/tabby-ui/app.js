@@ -738,7 +738,7 @@ async function groupsPage() {
 
 // ---- admin: repositories and read access ----
 
-const RUN_FIELDS = "id exitCode startedAt finishedAt progress { filesDone filesTotal mbPerSecond }";
+const JOB_RUN_FIELDS = "id exitCode startedAt finishedAt progress { filesDone filesTotal mbPerSecond }";
 
 function jobStatus(run, verb = "indexed") {
   if (!run) return h("span.muted", `not ${verb} yet`);
@@ -771,7 +771,7 @@ function watchRuns(cells) {
     if (location.pathname !== path || !shown.length) return;
     let runs;
     try {
-      runs = (await gql(`query($ids: [ID!]) { jobRuns(ids: $ids, first: 100) { edges { node { ${RUN_FIELDS} } } } }`, { ids: shown.map(([id]) => id) })).jobRuns.edges;
+      runs = (await gql(`query($ids: [ID!]) { jobRuns(ids: $ids, first: 100) { edges { node { ${JOB_RUN_FIELDS} } } } }`, { ids: shown.map(([id]) => id) })).jobRuns.edges;
     } catch {
       return;
     }
@@ -788,7 +788,7 @@ function watchRuns(cells) {
 
 async function repositoriesPage() {
   const data = await gql(`{
-    repositoryList { id sourceId name kind gitUrl jobInfo { lastJobRun { ${RUN_FIELDS} } } }
+    repositoryList { id sourceId name kind gitUrl jobInfo { lastJobRun { ${JOB_RUN_FIELDS} } } }
     gitRepositories(first: 500) { edges { node { id sourceId name gitUrl } } }
     userGroups { id name }
   }`);
@@ -845,7 +845,7 @@ async function repositoriesPage() {
 // ---- admin: documents ----
 
 async function documentsPage() {
-  const data = await gql(`{ customWebDocuments(first: 200) { edges { node { id name url sourceId jobInfo { lastJobRun { ${RUN_FIELDS} } } } } } }`);
+  const data = await gql(`{ customWebDocuments(first: 200) { edges { node { id name url sourceId jobInfo { lastJobRun { ${JOB_RUN_FIELDS} } } } } } }`);
   const cells = new Map();
   const add = h("form.inline", { onsubmit: action(async () => {
     const v = formValues(add);
@@ -871,7 +871,7 @@ async function documentsPage() {
 // ---- admin: jobs ----
 
 async function jobsPage() {
-  const data = await gql(`{ jobRuns(last: 100) { edges { node { job createdAt ${RUN_FIELDS} } } } jobRunStats { success failed pending } }`);
+  const data = await gql(`{ jobRuns(last: 100) { edges { node { job createdAt ${JOB_RUN_FIELDS} } } } jobRunStats { success failed pending } }`);
   const cells = new Map();
   const log = h("pre.log", { tabindex: 0, "aria-label": "Job log" });
   const runs = data.jobRuns.edges.map((e) => e.node).reverse();
