@@ -139,8 +139,10 @@ fn words_of<'t>(text: &'t str, added: &'t [String]) -> impl Iterator<Item = &'t 
 /// of the tokens of its pieces ([`words_of`]), so each distinct piece is tokenised once;
 /// code repeats its words, and tokenising was most of the embedding's cost. Sharded to keep
 /// the indexer's threads apart; a shard that fills up starts again (memory stays bounded).
+type WordShard = std::sync::Mutex<std::collections::HashMap<Box<str>, Box<[u32]>>>;
+
 struct WordCache {
-    shards: Vec<std::sync::Mutex<std::collections::HashMap<Box<str>, Box<[u32]>>>>,
+    shards: Vec<WordShard>,
     /// The tokenizer's added tokens (`[UNK]`, `[CLS]`…), matched in the raw text before
     /// anything else: kept whole as pieces. Each starts with ASCII punctuation.
     added: Vec<String>,
@@ -187,10 +189,7 @@ impl WordCache {
         })
     }
 
-    fn shard(
-        &self,
-        word: &str,
-    ) -> &std::sync::Mutex<std::collections::HashMap<Box<str>, Box<[u32]>>> {
+    fn shard(&self, word: &str) -> &WordShard {
         // FNV-1a: cheap, and only picks the shard.
         let hash = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ b as u64).wrapping_mul(0x100_0000_01b3)

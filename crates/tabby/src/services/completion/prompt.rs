@@ -524,7 +524,7 @@ mod tests {
             SnippetFormat::Comment,
             &prefix,
             "",
-            &[long.clone()],
+            std::slice::from_ref(&long),
             b,
         );
         assert!(
