@@ -257,7 +257,10 @@ impl<'a> SnippetWriter<'a> {
                 chosen.push(snippet.clone());
                 continue;
             }
-            let head = (1..=self.head_lines).rev().find_map(|lines| {
+            // A head has fewer lines than its snippet: the configured limit (any number) never
+            // costs more tries than the snippet has lines.
+            let shorter = snippet.body.trim_end_matches('\n').matches('\n').count();
+            let head = (1..=self.head_lines.min(shorter)).rev().find_map(|lines| {
                 let head = self.head(snippet, lines)?;
                 let rendered = self.render(&head, first)?;
                 fits(&rendered).then_some((head, rendered))
@@ -513,6 +516,9 @@ mod tests {
             "def parse(text, strict=False):\n# …\n"
         );
         // A room too small for one line takes none.
+        // A limit far above any snippet's length costs no more than the snippet's lines.
+        let huge = run(usize::MAX, 125);
+        assert_eq!(huge.snippets[0].body, two_lines);
         let none = run(8, 40);
         assert!(none.snippets.iter().all(|s| s.filepath != "lib.py"));
         // Comment format: the marker is a comment line like the others.
