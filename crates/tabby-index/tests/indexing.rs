@@ -398,6 +398,85 @@ async fn plain_directories_honour_gitignore() {
     assert!(f.chunks().iter().any(|c| c.0 == "keep.py"));
 }
 
+/// A plain directory's unchanged files are known by their metadata on the next run (a file
+/// cache under the index directory), not read and hashed again; any edit is still seen.
+#[tokio::test]
+async fn plain_directories_remember_file_ids_by_metadata() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("plain");
+    write(&dir, "a.py", PYTHON);
+    write(&dir, "b.rs", RUST);
+    let f = Fixture::new();
+    let repo = RepositoryToIndex {
+        source_id: "config:plain".into(),
+        git_url: format!("file://{}", dir.display()),
+        refs: vec![],
+    };
+    // Files changed in the last two seconds are not remembered (their timestamps could hide a
+    // second edit), so they are hashed again.
+    assert_eq!(f.index_with(32, &repo).await.files_indexed, 2);
+    let cache_dir = f.index_dir.join("stat-cache");
+    let cache_file = std::fs::read_dir(&cache_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        std::fs::read_to_string(&cache_file)
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let summary = f.index_with(32, &repo).await;
+    assert_eq!(
+        (summary.files_indexed, summary.removed),
+        (0, 0),
+        "{summary}"
+    );
+    let cached = std::fs::read_to_string(&cache_file).unwrap();
+    let a_line = cached.lines().find(|l| l.ends_with("\ta.py")).unwrap();
+    assert!(cached.lines().any(|l| l.ends_with("\tb.rs")), "{cached}");
+
+    // The recorded id is used without reading the file: an id the index lacks makes it
+    // indexed again, under that id.
+    let fields: Vec<&str> = a_line.split('\t').collect();
+    let forged = "0000000000000000000000000000000000000001";
+    let forged_line = a_line.replace(fields[4], forged);
+    std::fs::write(&cache_file, cached.replace(a_line, &forged_line)).unwrap();
+    let summary = f.index_with(32, &repo).await;
+    assert_eq!(
+        (summary.files_indexed, summary.removed),
+        (1, 1),
+        "{summary}"
+    );
+
+    // An edit changes the metadata, so the file is read and its new text indexed.
+    std::fs::write(dir.join("a.py"), PYTHON.replace("conf", "settings")).unwrap();
+    let summary = f.index_with(32, &repo).await;
+    assert_eq!(
+        (summary.files_indexed, summary.removed),
+        (1, 1),
+        "{summary}"
+    );
+    assert!(
+        f.chunks()
+            .iter()
+            .any(|c| c.0 == "a.py" && c.2.contains("settings"))
+    );
+
+    // A damaged cache costs a re-read, nothing else.
+    std::fs::write(&cache_file, "garbage\n\t\t\n").unwrap();
+    let summary = f.index_with(32, &repo).await;
+    assert_eq!(
+        (summary.files_indexed, summary.removed),
+        (0, 0),
+        "{summary}"
+    );
+}
+
 #[tokio::test]
 async fn embedding_change_rebuilds_the_code_corpus() {
     let f = Fixture::new();

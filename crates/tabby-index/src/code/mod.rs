@@ -5,6 +5,7 @@
 pub mod filter;
 pub mod intelligence;
 mod pipeline;
+mod stat_cache;
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -214,7 +215,11 @@ impl CodeIndexer {
             RepositorySource::Directory(dir) => {
                 let files = git::walk_directory(&dir);
                 progress.start(&redacted, files.len());
-                pipeline::FileSource::Directory { files }
+                let cache = stat_cache::StatCache::load(&stat_cache::StatCache::path(
+                    &self.dir,
+                    &repo.source_id,
+                ));
+                pipeline::FileSource::Directory { files, cache }
             }
         };
         let mut stages = pipeline::Pipeline::start(
@@ -232,9 +237,19 @@ impl CodeIndexer {
         let written = self
             .write_files(&mut stages, repo, &mut summary, progress)
             .await;
-        let (expected, read, prepare) =
-            tokio::task::spawn_blocking(move || stages.finish()).await??;
+        let pipeline::Finished {
+            expected,
+            stat_cache,
+            read_secs: read,
+            prepare_secs: prepare,
+        } = tokio::task::spawn_blocking(move || stages.finish()).await??;
         written?;
+        if let Some(update) = stat_cache {
+            let path = stat_cache::StatCache::path(&self.dir, &repo.source_id);
+            if let Err(e) = update.save(&path) {
+                warn!("cannot write {}: {e}", path.display());
+            }
+        }
         summary.removed = self.remove_stale(&repo.source_id, &expected)?;
         let commit_started = Instant::now();
         self.commit()?;
@@ -465,6 +480,7 @@ impl CodeIndexer {
             let query = schema.source_query(corpus::CODE, &source);
             if searcher.search(&query, &Count)? > 0 {
                 self.writer.delete_query(Box::new(query))?;
+                let _ = std::fs::remove_file(stat_cache::StatCache::path(&self.dir, &source));
                 removed.push(source);
             }
         }

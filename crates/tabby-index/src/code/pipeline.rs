@@ -27,6 +27,7 @@ use tabby_common::{
 };
 use tantivy::{IndexReader, TantivyDocument};
 
+use super::stat_cache::{FileStamp, StatCache, StatCacheUpdate};
 use super::{
     chunk_defines, chunk_symbols, clip_front, document_id,
     filter::{self, MAX_FILE_BYTES, SkipReason},
@@ -46,6 +47,8 @@ pub(super) enum FileSource {
     },
     Directory {
         files: Vec<(String, PathBuf)>,
+        /// The blob ids of the previous run, by file metadata.
+        cache: StatCache,
     },
 }
 
@@ -93,7 +96,7 @@ pub(super) enum Listed {
 /// The running stages; `output` yields one item per file listed, then closes.
 pub(super) struct Pipeline {
     pub output: tokio::sync::mpsc::Receiver<anyhow::Result<Listed>>,
-    reader: JoinHandle<HashSet<String>>,
+    reader: JoinHandle<(HashSet<String>, Option<StatCacheUpdate>)>,
     workers: Vec<JoinHandle<()>>,
     context: Arc<ReadContext>,
 }
@@ -143,23 +146,35 @@ impl Pipeline {
     }
 
     /// Waits for the stages to end (the output must have been drained or dropped) and returns
-    /// the ids of every file listed, and the busy seconds of reading and of preparing.
-    pub fn finish(self) -> anyhow::Result<(HashSet<String>, f64, f64)> {
+    /// what the run saw.
+    pub fn finish(self) -> anyhow::Result<Finished> {
         drop(self.output);
         for worker in self.workers {
             let _ = worker.join();
         }
-        let expected = self
+        let (expected, stat_cache) = self
             .reader
             .join()
             .map_err(|_| anyhow::anyhow!("the file reader panicked"))?;
         let secs = |n: &AtomicU64| n.load(Ordering::Relaxed) as f64 / 1e9;
-        Ok((
+        Ok(Finished {
             expected,
-            secs(&self.context.read_nanos),
-            secs(&self.context.prepare_nanos),
-        ))
+            stat_cache,
+            read_secs: secs(&self.context.read_nanos),
+            prepare_secs: secs(&self.context.prepare_nanos),
+        })
     }
+}
+
+/// What a finished pipeline saw.
+pub(super) struct Finished {
+    /// The ids of every file listed (the ones the index must keep).
+    pub expected: HashSet<String>,
+    /// For a plain directory, the blob ids to remember for the next run.
+    pub stat_cache: Option<StatCacheUpdate>,
+    /// Busy seconds of reading and of preparing.
+    pub read_secs: f64,
+    pub prepare_secs: f64,
 }
 
 fn add_nanos(total: &AtomicU64, since: Instant) {
@@ -178,12 +193,13 @@ enum Read {
 
 type ReadItem = anyhow::Result<Read>;
 
-/// The reader stage: returns the ids of every file listed (the ones the index must keep).
+/// The reader stage: returns the ids of every file listed (the ones the index must keep) and,
+/// for a plain directory, the blob ids learnt.
 fn read_files(
     source: FileSource,
     context: &ReadContext,
     tx: &mpsc::SyncSender<ReadItem>,
-) -> HashSet<String> {
+) -> (HashSet<String>, Option<StatCacheUpdate>) {
     let mut expected = HashSet::new();
     let mut visit = |rel: &str,
                      abs: &Path,
@@ -202,7 +218,7 @@ fn read_files(
                 Ok(repo) => repo,
                 Err(e) => {
                     let _ = tx.send(Err(e.into()));
-                    return expected;
+                    return (expected, None);
                 }
             };
             for snapshot in &snapshots {
@@ -212,38 +228,66 @@ fn read_files(
                     let mut read = || git::read_blob(&repo, blob, MAX_FILE_BYTES);
                     let hash = blob.to_string();
                     if !visit(&file.path, &abs, &hash, Some(&snapshot.commit), &mut read) {
-                        return expected;
+                        return (expected, None);
                     }
                 }
             }
+            (expected, None)
         }
-        FileSource::Directory { files } => {
+        FileSource::Directory { files, cache } => {
+            let mut update = StatCacheUpdate::default();
             for (rel, abs) in files {
-                let size = std::fs::metadata(&abs).map(|m| m.len()).unwrap_or(0);
-                let bytes = if size > MAX_FILE_BYTES {
-                    None
-                } else {
-                    std::fs::read(&abs).ok()
+                if context.languages.by_path(Path::new(&rel)).is_none() {
+                    // Not read at all: `decide` skips it by its name.
+                    if tx
+                        .send(Ok(Read::Skipped(SkipReason::UnknownLanguage)))
+                        .is_err()
+                    {
+                        return (expected, None);
+                    }
+                    continue;
+                }
+                let started = Instant::now();
+                let stamp = std::fs::metadata(&abs).ok().map(|m| FileStamp::of(&m));
+                let size = stamp.map_or(0, |s| s.size());
+                let cached = stamp.and_then(|s| cache.lookup(&rel, &s).map(str::to_string));
+                let (hash, mut bytes) = match cached {
+                    // Read only if the index lacks it (it may have been rebuilt since).
+                    Some(hash) => (hash, None),
+                    None if size > MAX_FILE_BYTES => (format!("size-{size}"), Some(None)),
+                    None => {
+                        let bytes = std::fs::read(&abs).ok();
+                        let hash = match &bytes {
+                            Some(b) => match git::blob_hash(b) {
+                                Ok(oid) => oid.to_string(),
+                                Err(e) => {
+                                    let _ = tx.send(Err(e));
+                                    return (expected, None);
+                                }
+                            },
+                            None => format!("size-{size}"),
+                        };
+                        (hash, Some(bytes))
+                    }
                 };
-                let hash = match &bytes {
-                    Some(b) => match git::blob_hash(b) {
-                        Ok(oid) => oid.to_string(),
-                        Err(e) => {
-                            let _ = tx.send(Err(e));
-                            return expected;
-                        }
-                    },
-                    None => format!("size-{size}"),
+                if let Some(stamp) = stamp
+                    && !hash.starts_with("size-")
+                {
+                    update.record(&rel, stamp, &hash);
+                }
+                add_nanos(&context.read_nanos, started);
+                let mut read = || match bytes.take() {
+                    Some(bytes) => Ok(bytes),
+                    None if size > MAX_FILE_BYTES => Ok(None),
+                    None => Ok(std::fs::read(&abs).ok()),
                 };
-                let mut bytes = Some(bytes);
-                let mut read = || Ok(bytes.take().flatten());
                 if !visit(&rel, &abs, &hash, None, &mut read) {
-                    return expected;
+                    return (expected, None);
                 }
             }
+            (expected, Some(update))
         }
     }
-    expected
 }
 
 /// Whether a file needs indexing, and its text when it does.
