@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the HTTP server: /v1/completions, /v1/chat/completions, /v1/events, /v1/health,
-    /// /v1beta/models, /v1beta/server_setting, /metrics and /api-docs/openapi.json.
+    /// /v1beta/search, /v1beta/models, /v1beta/server_setting, /metrics and /api-docs/openapi.json.
     Serve {
         /// Address to listen on.
         #[arg(long, default_value = "0.0.0.0")]

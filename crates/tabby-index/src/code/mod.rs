@@ -91,6 +91,19 @@ fn chunk_symbols(definitions: &[intelligence::Tag], chunk: &Chunk) -> Vec<String
     words
 }
 
+/// Splits segments (largest first) into two groups of about equal row counts, to be merged
+/// side by side.
+fn split_for_merging(metas: Vec<tantivy::SegmentMeta>) -> [Vec<tantivy::index::SegmentId>; 2] {
+    let mut groups: [Vec<tantivy::index::SegmentId>; 2] = [Vec::new(), Vec::new()];
+    let mut rows = [0u64; 2];
+    for meta in metas {
+        let smaller = usize::from(rows[1] < rows[0]);
+        rows[smaller] += u64::from(meta.num_docs());
+        groups[smaller].push(meta.id());
+    }
+    groups
+}
+
 /// A chunk's 0-based line range.
 fn chunk_lines(chunk: &Chunk) -> (usize, usize) {
     let first = chunk.start_line.saturating_sub(1);
@@ -491,9 +504,9 @@ impl CodeIndexer {
     }
 
     /// When there are more than `MAX_SEGMENTS_AFTER_RUN` searchable segments (see there),
-    /// merges them: all into one, except that a segment holding most of the live rows is left
-    /// as it is and the others are merged into a second (a small re-index then merges what it
-    /// added, not the whole corpus again). Background merges the writer started may hold some
+    /// merges them: a segment holding most of the live rows is left as it is (a small re-index
+    /// then merges what it added, not the whole corpus again) and the others are merged into
+    /// two of about equal size, side by side. Background merges the writer started may hold some
     /// of them; the merge is retried until those finish. Returns the segment count afterwards.
     pub fn compact(&mut self) -> anyhow::Result<usize> {
         let index = self.writer.index().clone();
@@ -507,11 +520,22 @@ impl CodeIndexer {
             if u64::from(metas[0].num_docs()) * 2 > total {
                 metas.remove(0);
             }
-            let ids: Vec<_> = metas.iter().map(|m| m.id()).collect();
-            match self.writer.merge(&ids).wait() {
+            // Two merges of about equal size at once: both cores work, and the run ends
+            // with at most three segments.
+            let groups = split_for_merging(metas);
+            let pending: Vec<_> = groups
+                .iter()
+                .filter(|ids| ids.len() > 1)
+                .map(|ids| self.writer.merge(ids))
+                .collect();
+            let results: Vec<_> = pending.into_iter().map(|p| p.wait()).collect();
+            match results.into_iter().collect::<Result<Vec<_>, _>>() {
                 Ok(_) => {
                     self.reader.reload()?;
-                    return Ok(index.searchable_segment_ids()?.len());
+                    let left = index.searchable_segment_ids()?.len();
+                    if left <= MAX_SEGMENTS_AFTER_RUN {
+                        return Ok(left);
+                    }
                 }
                 // A segment is still in a background merge: wait for it and try again.
                 Err(e) if attempt < 100 => {
