@@ -8,6 +8,7 @@ mod fetch_guard;
 mod git;
 mod hash_embedding;
 pub mod meta;
+pub mod repo_files;
 mod summary;
 
 pub use code::{CodeIndexer, EmbeddingSetup, RepositoryToIndex, document_id};

@@ -384,8 +384,7 @@ fn syntax_chunks(text: &str, tree: &Tree, max: usize) -> Vec<Range<usize>> {
         current: None,
         consumed: 0,
     };
-    let root = tree.root_node();
-    packer.sections(root, 0, text.len());
+    packer.pack(tree.root_node(), text.len());
     packer.flush();
     packer.out
 }
@@ -398,6 +397,16 @@ struct Packer<'a> {
     current: Option<Range<usize>>,
     /// Text before this was taken by a fallback chunk that ran past its leaf.
     consumed: usize,
+}
+
+/// A step of packing, on an explicit stack instead of the call stack: a syntax tree can be
+/// nested far deeper than a thread's stack allows (a generated expression of 20,000 terms is a
+/// binary-expression chain that deep), and an oversized node's children are packed in turn.
+enum Step<'t> {
+    /// The children of a node and the gaps between them.
+    Children(Node<'t>, usize, usize),
+    Gap(usize, usize),
+    Section(Option<Node<'t>>, usize, usize),
 }
 
 /// CodeSplitter's fallback levels below the syntax tree (text-splitter's `FallbackLevel`, with
@@ -439,9 +448,31 @@ impl Fallback {
     }
 }
 
-impl Packer<'_> {
-    /// Packs `start..end`, the span of `node`'s children and the gaps after them.
-    fn sections(&mut self, node: Node, start: usize, end: usize) {
+impl<'a> Packer<'a> {
+    /// Packs the whole text, `root` being its syntax tree's root.
+    fn pack<'t>(&mut self, root: Node<'t>, end: usize) {
+        let mut steps = vec![Step::Children(root, 0, end)];
+        while let Some(step) = steps.pop() {
+            match step {
+                Step::Children(node, start, end) => {
+                    let first = steps.len();
+                    Self::children(node, start, end, &mut steps);
+                    // Popped in text order.
+                    steps[first..].reverse();
+                }
+                Step::Gap(start, end) => self.gap(start, end),
+                Step::Section(node, start, end) => {
+                    if let Some(inside) = self.section(node, start, end) {
+                        steps.push(inside);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The steps that pack `start..end`, the span of `node`'s children and the gaps after
+    /// them, in text order.
+    fn children<'t>(node: Node<'t>, start: usize, end: usize, steps: &mut Vec<Step<'t>>) {
         let mut cursor = node.walk();
         let children: Vec<Node> = node.children(&mut cursor).collect();
         let mut from = start;
@@ -453,17 +484,17 @@ impl Packer<'_> {
             if to > from {
                 let node_start = child.start_byte().clamp(from, to);
                 let node_end = child.end_byte().clamp(node_start, to);
-                self.gap(from, node_start);
+                steps.push(Step::Gap(from, node_start));
                 if node_end > node_start {
-                    self.section(Some(*child), node_start, node_end);
+                    steps.push(Step::Section(Some(*child), node_start, node_end));
                 }
                 // Whitespace after the node, or text between the nodes inside a string.
-                self.gap(node_end, to);
+                steps.push(Step::Gap(node_end, to));
             }
             from = to;
         }
         if children.is_empty() && end > start {
-            self.section(None, start, end);
+            steps.push(Step::Section(None, start, end));
         }
     }
 
@@ -480,33 +511,42 @@ impl Packer<'_> {
                 self.current = Some(current.start..end);
             }
         } else {
-            self.section(None, start, end);
+            // Without a node, a section never goes inside one.
+            let _ = self.section(None, start, end);
         }
     }
 
-    fn section(&mut self, node: Option<Node>, start: usize, end: usize) {
+    /// Packs one node's span (or a span of text without a node); a node too large for a
+    /// chunk is returned, for its children to be packed next.
+    fn section<'t>(
+        &mut self,
+        node: Option<Node<'t>>,
+        start: usize,
+        end: usize,
+    ) -> Option<Step<'t>> {
         // Text a fallback chunk has already taken.
         if end <= self.consumed {
-            return;
+            return None;
         }
         let start = start.max(self.consumed);
         if let Some(current) = &self.current {
             let joined = current.start..end;
             if self.fits(joined.clone()) {
                 self.current = Some(joined);
-                return;
+                return None;
             }
             self.flush();
         }
         if self.fits(start..end) {
             self.current = Some(start..end);
-            return;
+            return None;
         }
         match node {
-            Some(node) if node.child_count() > 0 => self.sections(node, start, end),
+            Some(node) if node.child_count() > 0 => return Some(Step::Children(node, start, end)),
             Some(node) => self.oversized(start, node.end_byte().clamp(start, end), end),
             None => self.oversized(start, end, end),
         }
+        None
     }
 
     /// Text too large for a chunk that has no syntax node inside (a long string, comment or
@@ -569,6 +609,12 @@ impl Packer<'_> {
     }
 
     fn fits(&self, range: Range<usize>) -> bool {
+        // An oversized node is asked at every level of its nesting: rule out what cannot fit
+        // by its whitespace-trimmed length (4 bytes a character at most) before `trim`, which
+        // looks for line breaks across all of it (quadratic in a deep single-line tree).
+        if self.text[range.clone()].trim().len() > 4 * self.max {
+            return false;
+        }
         let trimmed = trim(self.text, range);
         // Characters never outnumber bytes: count them only when the bytes are over.
         trimmed.len() <= self.max || self.text[trimmed].chars().count() <= self.max
@@ -977,6 +1023,40 @@ mod tests {
         assert_eq!(chunks[0].body, "def f():\n    return 1");
         assert!(chunks.len() >= 4, "{chunks:?}");
         assert!(chunks.last().unwrap().body.ends_with("y = 2"));
+    }
+
+    /// A generated expression of thousands of terms nests that deep in the syntax tree; the
+    /// packer must not recurse per level (a 1 GB corpus of registry packages aborted the
+    /// indexer with a stack overflow in a prepare worker).
+    #[test]
+    fn deeply_nested_syntax_is_chunked_without_deep_recursion() {
+        let terms = vec!["\"abcdefgh\""; 20_000].join(" + ");
+        let js = format!("var s = {terms};\nfunction after() {{ return s; }}\n");
+        let python = format!("x = {}1{}\n", "(".repeat(3_000), ")".repeat(3_000));
+        let handle = std::thread::Builder::new()
+            // Well below the 2 MiB of a default thread: the depth must not matter at all.
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                (
+                    analyze("javascript-typescript", &js, 512),
+                    js,
+                    analyze("python", &python, 512),
+                    python,
+                )
+            })
+            .unwrap();
+        let (js_analysis, js, py_analysis, python) = handle.join().unwrap();
+        check_chunks(&js, &js_analysis.chunks, 512);
+        check_chunks(&python, &py_analysis.chunks, 512);
+        assert!(js_analysis.chunks.len() > 100);
+        assert!(
+            js_analysis
+                .chunks
+                .last()
+                .unwrap()
+                .body
+                .contains("function after")
+        );
     }
 
     #[test]

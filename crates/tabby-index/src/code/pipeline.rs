@@ -36,6 +36,8 @@ use super::{
 };
 use crate::git::{self, RefSnapshot};
 
+/// Stack of each prepare worker.
+const PREPARE_STACK_BYTES: usize = 16 * 1024 * 1024;
 /// Files waiting between two stages.
 const QUEUE_FILES: usize = 32;
 
@@ -114,27 +116,34 @@ impl Pipeline {
         let workers = (0..worker_count())
             .map(|_| {
                 let (read_rx, out_tx, context) = (read_rx.clone(), out_tx.clone(), context.clone());
-                std::thread::spawn(move || {
-                    loop {
-                        let item = match read_rx.lock().unwrap_or_else(|e| e.into_inner()).recv() {
-                            Ok(item) => item,
-                            Err(_) => return,
-                        };
-                        let listed = item.map(|file| match file {
-                            Read::Skipped(reason) => Listed::Skipped(reason),
-                            Read::Duplicate => Listed::Duplicate,
-                            Read::File(file) => {
-                                let started = Instant::now();
-                                let prepared = prepare(&context, file);
-                                add_nanos(&context.prepare_nanos, started);
-                                Listed::Prepared(prepared)
+                // Packing chunks keeps its own stack, but parsers and queries of foreign code
+                // get room to spare: a stack overflow aborts the whole process.
+                std::thread::Builder::new()
+                    .name("index-prepare".into())
+                    .stack_size(PREPARE_STACK_BYTES)
+                    .spawn(move || {
+                        loop {
+                            let item =
+                                match read_rx.lock().unwrap_or_else(|e| e.into_inner()).recv() {
+                                    Ok(item) => item,
+                                    Err(_) => return,
+                                };
+                            let listed = item.map(|file| match file {
+                                Read::Skipped(reason) => Listed::Skipped(reason),
+                                Read::Duplicate => Listed::Duplicate,
+                                Read::File(file) => {
+                                    let started = Instant::now();
+                                    let prepared = prepare(&context, file);
+                                    add_nanos(&context.prepare_nanos, started);
+                                    Listed::Prepared(prepared)
+                                }
+                            });
+                            if out_tx.blocking_send(listed).is_err() {
+                                return;
                             }
-                        });
-                        if out_tx.blocking_send(listed).is_err() {
-                            return;
                         }
-                    }
-                })
+                    })
+                    .expect("cannot start an indexing thread")
             })
             .collect();
         Pipeline {

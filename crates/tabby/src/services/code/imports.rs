@@ -373,31 +373,43 @@ fn rust_uses(statement: &str) -> Vec<(String, Vec<String>)> {
         return vec![];
     };
     let mut out = Vec::new();
-    expand_use("", tree.trim(), &mut out);
+    expand_use("", tree.trim(), &mut out, 0);
     out
 }
 
+/// Use trees nested deeper than this are not followed (real ones nest a few levels; the text
+/// comes from an editor request, and each level is a call).
+const MAX_USE_TREE_DEPTH: usize = 16;
+/// Paths taken from one use statement.
+const MAX_USE_PATHS: usize = 256;
+
 /// Flattens a use tree: `a::{b, c::{d, e}}` → a::b, a::c::d, a::c::e.
-fn expand_use(prefix: &str, tree: &str, out: &mut Vec<(String, Vec<String>)>) {
+fn expand_use(prefix: &str, tree: &str, out: &mut Vec<(String, Vec<String>)>, depth: usize) {
+    if out.len() >= MAX_USE_PATHS {
+        return;
+    }
     let tree = tree.trim();
     if let Some(open) = tree.find('{') {
+        if depth >= MAX_USE_TREE_DEPTH {
+            return;
+        }
         let head = tree[..open].trim_end_matches("::").trim();
         let inner = tree[open + 1..].trim_end().trim_end_matches('}');
         let prefix = join_path(prefix, head);
-        let mut depth = 0;
+        let mut nesting = 0;
         let mut start = 0;
         for (i, c) in inner.char_indices() {
             match c {
-                '{' => depth += 1,
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    expand_use(&prefix, &inner[start..i], out);
+                '{' => nesting += 1,
+                '}' => nesting -= 1,
+                ',' if nesting == 0 => {
+                    expand_use(&prefix, &inner[start..i], out, depth + 1);
                     start = i + 1;
                 }
                 _ => {}
             }
         }
-        expand_use(&prefix, &inner[start..], out);
+        expand_use(&prefix, &inner[start..], out, depth + 1);
         return;
     }
     let path = tree.split(" as ").next().unwrap_or("").trim();
@@ -635,6 +647,46 @@ mod tests {
             &repo,
             &["src/pricing.rs", "src/cart/mod.rs"],
             &["Cart", "pricing"],
+        );
+    }
+
+    /// The text comes from an editor request: a use tree nested 100,000 deep (one line of
+    /// 500 KB) once recursed per level and aborted the server with a stack overflow.
+    #[test]
+    fn hostile_use_trees_are_cut_short() {
+        let deep = format!(
+            "use crate::{}pricing{};\n",
+            "a::{".repeat(100_000),
+            "}".repeat(100_000)
+        );
+        let wide = format!(
+            "use crate::{{{}}};\n",
+            (0..100_000)
+                .map(|i| format!("m{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let repo = paths(&["src/lib.rs", "src/pricing.rs"]);
+        let imports = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                (
+                    resolve("rust", "src/lib.rs", &deep, &repo),
+                    resolve("rust", "src/lib.rs", &wide, &repo),
+                )
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(imports.0.files.is_empty());
+        assert!(imports.1.names.len() <= MAX_USE_PATHS);
+        assert_eq!(
+            rust_uses("use crate::a::{b::{c::{d, e}}, f};"),
+            vec![
+                ("crate::a::b::c::d".to_string(), vec!["d".to_string()]),
+                ("crate::a::b::c::e".to_string(), vec!["e".to_string()]),
+                ("crate::a::f".to_string(), vec!["f".to_string()]),
+            ]
         );
     }
 
