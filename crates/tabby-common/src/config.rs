@@ -32,6 +32,24 @@ pub struct Config {
     pub additional_languages: Vec<Language>,
     #[serde(default)]
     pub security: SecurityConfig,
+    #[serde(default)]
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: the Model Context Protocol server at `/mcp`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct McpConfig {
+    /// `Host` header values (`name` or `name:port`) `/mcp` answers to. Empty: any host when
+    /// callers need a token (the default, multi-user mode), only loopback names in the open
+    /// single-user mode (`--no-webserver`), where a web page could otherwise reach it through
+    /// DNS rebinding.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins (`https://host:port`, `:*` for any port) allowed to call `/mcp`.
+    /// Requests without an `Origin` header (agents, editors) always pass; with the default
+    /// empty list every request that carries one is refused.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
 }
 
 /// `[security]`: the allow-lists that widen what GraphQL users and the crawler may reach, and

@@ -10,7 +10,7 @@
 
 use std::{
     collections::HashMap,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::Mutex,
     time::{Duration, Instant},
 };
@@ -168,7 +168,7 @@ impl RepoFiles {
                 if let Some(hit) = self.cached(&key, None) {
                     return Ok(hit);
                 }
-                let mut snapshots = git::snapshots(&dir, &[commit.clone()])?;
+                let mut snapshots = git::snapshots(&dir, std::slice::from_ref(&commit))?;
                 let snapshot = snapshots
                     .pop()
                     .ok_or_else(|| anyhow::anyhow!("no snapshot"))?;
@@ -218,6 +218,16 @@ impl RepoFiles {
         }
     }
 
+    /// The commit the default branch of a git repository's local copy points at (`None` for a
+    /// plain directory or a repository not synced yet). Cheap: no tree is read.
+    pub fn commit(&self, git_url: &str) -> Option<String> {
+        let dir = git::local_copy(&self.repositories_dir, git_url);
+        let repo = git2::Repository::open(&dir).ok()?;
+        git::resolve_commit(&repo, "HEAD")
+            .ok()
+            .map(|c| c.to_string())
+    }
+
     fn cached(&self, key: &CacheKey, ttl: Option<Duration>) -> Option<std::sync::Arc<Snapshot>> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         let at = cache.iter().position(|(k, _, _)| k == key)?;
@@ -246,6 +256,8 @@ impl RepoFiles {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     #[test]

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod download;
 pub mod eval;
 pub mod indexing;
+pub mod mcp;
 pub mod routes;
 pub mod serve;
 pub mod services;

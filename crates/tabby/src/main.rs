@@ -27,7 +27,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Start the HTTP server: /v1/completions, /v1/chat/completions, /v1/events, /v1/health,
-    /// /v1beta/search, /v1beta/models, /v1beta/server_setting, /metrics and /api-docs/openapi.json.
+    /// /v1beta/search, /v1beta/models, /v1beta/server_setting, /mcp, /metrics and
+    /// /api-docs/openapi.json.
     Serve {
         /// Address to listen on.
         #[arg(long, default_value = "0.0.0.0")]
@@ -130,6 +131,16 @@ enum Command {
         #[arg(long, value_name = "ID")]
         model: Option<String>,
     },
+    /// A stdio MCP server for agents that only start commands: forwards each JSON-RPC message
+    /// on stdin to a tabby server's /mcp and writes the answers to stdout.
+    Mcp {
+        /// The server's MCP endpoint, e.g. http://localhost:8080/mcp.
+        #[arg(long, value_name = "URL")]
+        endpoint: String,
+        /// Your auth token from the web UI (or set TABBY_TOKEN, which keeps it out of `ps`).
+        #[arg(long, env = "TABBY_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -188,6 +199,7 @@ fn main() -> std::process::ExitCode {
                 .await
             }
             Command::Index { config, repo } => tabby::cli::index(config, repo).await,
+            Command::Mcp { endpoint, token } => tabby::mcp::bridge::run(endpoint, token).await,
             Command::Search {
                 config,
                 repo,

@@ -131,7 +131,18 @@ pub fn build_app(
     let metrics = Metrics::new(metrics_token.as_deref().map(str::trim));
     let openapi = serde_json::to_value(<ApiDoc as utoipa::OpenApi>::openapi())
         .context("cannot render the OpenAPI document")?;
-    let mut api = routes::api_router(state);
+    let protected = layers.protect_api.is_some();
+    let mcp_state = Arc::new(crate::mcp::McpState {
+        code_search: state.code_search.clone(),
+        open_repositories: (!protected).then(|| state.repositories.clone()),
+        files: tabby_index::repo_files::RepoFiles::new(paths.repositories_dir()),
+        search_params: config.answer.code_search_params.clone(),
+        languages: languages.clone(),
+    });
+    let mut api = routes::api_router(state).nest_service(
+        "/mcp",
+        crate::mcp::service(mcp_state, &config.mcp, protected),
+    );
     if let Some(protect) = layers.protect_api {
         api = protect(api);
     }

@@ -6,6 +6,7 @@ mod hamming;
 mod import_search;
 mod imports;
 pub mod query;
+pub mod symbols;
 
 use std::{
     collections::HashMap,

@@ -1,0 +1,83 @@
+//! Chunks by symbol name, for the agents' definition and reference tools: chunks that hold or
+//! live in a definition of that name (`chunk_symbols`), and chunks whose code tokens contain
+//! the identifier. The caller confirms the exact name in the files themselves.
+
+use tabby_common::{
+    api::code::{CodeSearchDocument, CodeSearchError},
+    index::{
+        IndexSchema,
+        code::{code_search_filter, search_words, tokenize_code},
+    },
+};
+use tantivy::{
+    Term,
+    collector::TopDocs,
+    query::{BooleanQuery, Occur, Query, TermQuery},
+    schema::IndexRecordOption,
+};
+
+use super::CodeSearchService;
+
+/// What to look for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum SymbolUse {
+    /// Chunks that hold (or live in) a definition of the name.
+    Definition,
+    /// Chunks that contain the identifier.
+    Occurrence,
+}
+
+impl CodeSearchService {
+    /// Up to `limit` chunks of `source_id` for `symbol` (an identifier), best matches first.
+    pub fn symbol_chunks(
+        &self,
+        source_id: &str,
+        symbol: &str,
+        kind: SymbolUse,
+        limit: usize,
+    ) -> Result<Vec<CodeSearchDocument>, CodeSearchError> {
+        let schema = IndexSchema::instance();
+        let mut clauses = code_search_filter(source_id, None, None);
+        match kind {
+            SymbolUse::Definition => {
+                // The whole identifier, lower-cased and stemmed as the index holds it.
+                let Some(word) = search_words(symbol).into_iter().next() else {
+                    return Ok(Vec::new());
+                };
+                clauses.push((
+                    Occur::Must,
+                    Box::new(TermQuery::new(
+                        Term::from_field_text(schema.field_chunk_symbols, &word),
+                        IndexRecordOption::WithFreqs,
+                    )) as Box<dyn Query>,
+                ));
+            }
+            SymbolUse::Occurrence => {
+                let tokens = tokenize_code(symbol);
+                if tokens.is_empty() {
+                    return Ok(Vec::new());
+                }
+                for token in tokens {
+                    clauses.push((
+                        Occur::Must,
+                        Box::new(TermQuery::new(
+                            Term::from_field_text(schema.field_chunk_tokens, &token),
+                            IndexRecordOption::WithFreqs,
+                        )),
+                    ));
+                }
+            }
+        }
+        let searcher = self.loaded()?.reader.searcher();
+        let top = searcher
+            .search(
+                &BooleanQuery::new(clauses),
+                &TopDocs::with_limit(limit.max(1)).order_by_score(),
+            )
+            .map_err(|e| CodeSearchError::Other(e.into()))?;
+        Ok(top
+            .into_iter()
+            .filter_map(|(_, address)| Self::document(&searcher, address))
+            .collect())
+    }
+}

@@ -1,0 +1,504 @@
+//! The MCP server at `/mcp`, driven by the official MCP Python SDK (PyPI `mcp`, pinned in
+//! tests/mcp/requirements.txt) over Streamable HTTP and through the stdio bridge
+//! (`tabby mcp`): initialize, list the tools, call each one on an indexed repository with the
+//! default embedded embedding, and the attacker's arguments; with the enterprise layer, a
+//! token is required and a private repository stays invisible to a non-member through every
+//! tool.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use serde_json::{Value, json};
+
+use crate::{
+    ee_policy::{SHOP, VAULT, wait_until_searchable},
+    ee_support::*,
+    rag::wait_for_index,
+    support::*,
+};
+
+/// The SDK's interpreter: `tests/mcp/.venv` (scripts/test.sh makes it; made here when missing,
+/// in a directory of its own that is then renamed, so parallel tests never share a half-made
+/// one).
+fn mcp_python() -> PathBuf {
+    let dir = tests_dir("mcp");
+    let python = dir.join(".venv/bin/python");
+    if python.exists() {
+        return python;
+    }
+    let partial = dir.join(format!(".venv.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    let run = |cmd: &mut Command| {
+        let out = cmd
+            .output()
+            .expect("this test needs python3 with venv and pip");
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+    };
+    run(Command::new("python3").arg("-m").arg("venv").arg(&partial));
+    run(Command::new(partial.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "-r"])
+        .arg(dir.join("requirements.txt")));
+    if std::fs::rename(&partial, dir.join(".venv")).is_err() {
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    python
+}
+
+/// Runs `calls` through the SDK; `stdio`: through `tabby mcp --endpoint URL`. The client runs
+/// on a blocking thread: fake model servers share this test's runtime and must keep answering.
+async fn drive(server: &TabbyServer, token: &str, calls: &Value, stdio: bool) -> Value {
+    let url = server.url("/mcp");
+    let url = url.as_str();
+    let tmp = tempfile::tempdir().unwrap();
+    let calls_file = tmp.path().join("calls.json");
+    std::fs::write(&calls_file, calls.to_string()).unwrap();
+    let mut cmd = Command::new(mcp_python());
+    cmd.arg(tests_dir("mcp").join("drive.py"));
+    if stdio {
+        cmd.args(["stdio", tabby_bin(), url, token]);
+    } else {
+        cmd.args(["http", url, token]);
+    }
+    cmd.arg(&calls_file);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .expect("run the MCP client");
+    assert!(
+        out.status.success(),
+        "MCP client failed ({}):\n{}\n{}\nserver stderr (last 4 KB):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        {
+            let log = server.stderr();
+            log[log.len().saturating_sub(4096)..].to_string()
+        }
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+fn shop_files() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("src/pricing.py", SHOP),
+        (
+            "src/cart.py",
+            "from pricing import compute_discounted_price\n\n\ndef cart_total(items):\n    return sum(compute_discounted_price(i.price, 0.1) for i in items)\n",
+        ),
+        (
+            "tests/test_cart.py",
+            "from cart import cart_total\n\n\ndef test_cart_total():\n    assert cart_total([]) == 0\n",
+        ),
+    ]
+}
+
+/// A plain directory next to a secret it must never give away.
+fn make_plain_dir(root: &Path) -> PathBuf {
+    let dir = root.join("notes");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("util.py"),
+        "def shout(text):\n    return text.upper()\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join(".env"), "API_KEY=hidden-dotenv-value\n").unwrap();
+    std::fs::write(root.join("secret.txt"), "outside-the-repository\n").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(root.join("secret.txt"), dir.join("link.py")).unwrap();
+    dir
+}
+
+fn result(out: &Value, i: usize) -> &Value {
+    &out["results"][i]
+}
+
+fn rpc_error(out: &Value, i: usize) -> i64 {
+    result(out, i)["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("call {i} is not a JSON-RPC error: {}", result(out, i)))
+}
+
+#[tokio::test]
+async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shop = make_repo(tmp.path(), "shop", &shop_files());
+    let notes = make_plain_dir(tmp.path());
+    let models = embedded_models_dir();
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{}\"\n\n[[repositories]]\ngit_url = \"file://{}\"\n",
+        shop.display(),
+        notes.display()
+    );
+    let server = TabbyServer::start_with_env(
+        &config,
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", models.to_str().unwrap())],
+    );
+    wait_for_index(&server, &json!({"query": "compute_discounted_price"})).await;
+    wait_for_index(&server, &json!({"query": "shout text upper"})).await;
+    let commit = git(&shop, &["rev-parse", "HEAD"]);
+    let calls = json!([
+        {"name": "list_repositories"},
+        {"name": "search_code", "arguments": {"query": "price after a percentage discount", "repository": "shop"}},
+        {"name": "read_file", "arguments": {"repository": "shop", "path": "src/cart.py", "start_line": 4}},
+        {"name": "list_files", "arguments": {"repository": "shop", "glob": "**/test_*.py"}},
+        {"name": "grep", "arguments": {"pattern": "cart_total(", "literal": true}},
+        {"name": "find_definition", "arguments": {"symbol": "compute_discounted_price"}},
+        {"name": "find_references", "arguments": {"symbol": "compute_discounted_price"}},
+        {"name": "find_definition", "arguments": {"symbol": "no_such_function_anywhere"}},
+        // 8.. the attacker's arguments
+        {"name": "read_file", "arguments": {"repository": "shop", "path": "../secret.txt"}},
+        {"name": "read_file", "arguments": {"repository": "shop", "path": "/etc/passwd"}},
+        {"name": "read_file", "arguments": {"repository": "notes", "path": ".env"}},
+        {"name": "read_file", "arguments": {"repository": "notes", "path": "link.py"}},
+        {"name": "read_file", "arguments": {"repository": "elsewhere", "path": "a.py"}},
+        {"name": "grep", "arguments": {"pattern": "x", "limit": 1_000_000}},
+        {"name": "grep", "arguments": {"pattern": "(unclosed"}},
+        {"name": "search_code", "arguments": {"query": 5}},
+        {"name": "list_files", "arguments": {"repository": "shop", "glob": "[z-a]"}},
+        {"name": "read_file", "arguments": {"repository": "shop", "path": "src/cart.py", "ref": "--upload-pack=touch /tmp/pwned"}},
+        {"name": "no_such_tool"},
+        {"name": "read_file", "arguments": {"repository": "shop", "path": "src/cart.py", "extra": true}},
+        {"name": "grep", "arguments": {"pattern": "API_KEY|outside-the-repository"}},
+    ]);
+    let url = server.url("/mcp");
+    let http = drive(&server, "", &calls, false).await;
+    let stdio = drive(&server, "", &calls, true).await;
+    for out in [&http, &stdio] {
+        assert_eq!(out["server"], "tabby");
+        let tools: Vec<&str> = out["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            tools,
+            [
+                "list_repositories",
+                "search_code",
+                "grep",
+                "read_file",
+                "list_files",
+                "find_definition",
+                "find_references"
+            ]
+        );
+        assert!(
+            out["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|t| t["read_only"] == true)
+        );
+
+        let repos = &result(out, 0)["structured"]["repositories"];
+        let names: Vec<&str> = repos
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["shop", "notes"], "{}", result(out, 0));
+
+        let hits = &result(out, 1)["structured"]["hits"];
+        assert_eq!(hits[0]["path"], "src/pricing.py", "{}", result(out, 1));
+        assert_eq!(hits[0]["commit"], commit.as_str());
+        assert_eq!(hits[0]["start_line"], 1);
+        assert!(
+            hits[0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("def compute_discounted_price")
+        );
+
+        let read = &result(out, 2)["structured"];
+        assert_eq!(read["start_line"], 4, "{read}");
+        assert_eq!(read["end_line"], 5);
+        assert_eq!(read["total_lines"], 5);
+        assert_eq!(read["commit"], commit.as_str());
+        assert!(
+            result(out, 2)["text"]
+                .as_str()
+                .unwrap()
+                .contains("     4\tdef cart_total(items):")
+        );
+
+        assert_eq!(
+            result(out, 3)["structured"]["files"],
+            json!(["tests/test_cart.py"])
+        );
+
+        let greps: Vec<(String, u64)> = result(out, 4)["structured"]["matches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["path"].as_str().unwrap().to_string(),
+                    m["line"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            greps,
+            [
+                ("src/cart.py".to_string(), 4),
+                ("tests/test_cart.py".to_string(), 4),
+                ("tests/test_cart.py".to_string(), 5)
+            ],
+            "{}",
+            result(out, 4)
+        );
+
+        let defs = &result(out, 5)["structured"]["definitions"];
+        assert_eq!(defs.as_array().unwrap().len(), 1, "{defs}");
+        assert_eq!(defs[0]["path"], "src/pricing.py");
+        assert_eq!(defs[0]["kind"], "function");
+        assert_eq!(
+            (defs[0]["start_line"].clone(), defs[0]["end_line"].clone()),
+            (json!(1), json!(3))
+        );
+
+        let refs: Vec<(String, u64)> = result(out, 6)["structured"]["references"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["path"].as_str().unwrap().to_string(),
+                    m["line"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            refs,
+            [
+                ("src/cart.py".to_string(), 1),
+                ("src/cart.py".to_string(), 5)
+            ],
+            "the definition itself is not a reference: {}",
+            result(out, 6)
+        );
+        assert_eq!(result(out, 7)["structured"]["found"], false);
+        assert!(
+            result(out, 7)["text"]
+                .as_str()
+                .unwrap()
+                .contains("no definition")
+        );
+
+        // Malformed arguments are JSON-RPC errors (invalid params), never a crash.
+        for i in [8, 9, 13, 14, 15, 16, 18, 19] {
+            assert_eq!(rpc_error(out, i), -32602, "call {i}: {}", result(out, i));
+        }
+        // Well-formed requests for what the caller cannot read are tool errors that give
+        // nothing away.
+        for i in [10, 11, 12, 17] {
+            assert_eq!(
+                result(out, i)["is_error"],
+                true,
+                "call {i}: {}",
+                result(out, i)
+            );
+        }
+        let everything = out.to_string();
+        for secret in ["hidden-dotenv-value", "outside-the-repository\\n"] {
+            assert!(!everything.contains(secret), "{secret} leaked");
+        }
+        assert_eq!(result(out, 20)["structured"]["matches"], json!([]));
+    }
+    assert!(!Path::new("/tmp/pwned").exists());
+    assert_eq!(
+        http["results"], stdio["results"],
+        "both transports answer alike"
+    );
+
+    // A browser page on another origin is refused; so is a DNS-rebinding Host in open mode.
+    let client = client();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    for (header, value) in [("origin", "https://evil.example"), ("host", "evil.example")] {
+        let response = client
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .header(header, value)
+            .json(&list)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{header}: {value}");
+    }
+}
+
+#[tokio::test]
+async fn ee_mcp_needs_a_token_and_keeps_private_repositories_private() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shop = make_repo(tmp.path(), "shop", &shop_files());
+    let vault = make_repo(tmp.path(), "vault", &[("src/reactor.py", VAULT)]);
+    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{}\"\n\n[[repositories]]\ngit_url = \"file://{}\"\n\n{}",
+        shop.display(),
+        vault.display(),
+        openai_embedding_config(&embedder.url(), "fake-embed"),
+    );
+    let server = TabbyServer::start_ee(&config, &[]);
+    let admin = register_owner(&server, "admin@example.com").await;
+    let member = invite_and_register(&server, &admin, "member@example.com").await;
+    let outsider = invite_and_register(&server, &admin, "outsider@example.com").await;
+    let a = admin.access_token.as_str();
+    wait_until_searchable(
+        &server,
+        a,
+        json!({"query": "reactor_core_temperature SCRAM_THRESHOLD_KELVIN"}),
+        "src/reactor.py",
+    )
+    .await;
+    let group = gql_ok(
+        &server,
+        Some(a),
+        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
+        json!({}),
+    )
+    .await["createUserGroup"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
+        json!({"g": group, "u": member.id}),
+    )
+    .await;
+    let vault_id = gql_ok(
+        &server,
+        Some(a),
+        "{ repositoryList { name sourceId } }",
+        json!({}),
+    )
+    .await["repositoryList"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "vault")
+        .unwrap()["sourceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
+        json!({"s": vault_id, "g": group}),
+    )
+    .await;
+
+    let url = server.url("/mcp");
+    // No token, or a wrong one: 401 before any MCP processing.
+    let client = client();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    for auth in [None, Some("Bearer auth_not_a_real_token")] {
+        let mut request = client
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&init);
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        assert_eq!(
+            request.send().await.unwrap().status().as_u16(),
+            401,
+            "{auth:?}"
+        );
+    }
+
+    let probes = json!([
+        {"name": "list_repositories"},
+        {"name": "search_code", "arguments": {"query": "reactor core temperature SCRAM_THRESHOLD_KELVIN"}},
+        {"name": "grep", "arguments": {"pattern": "SCRAM_THRESHOLD_KELVIN"}},
+        {"name": "find_definition", "arguments": {"symbol": "reactor_core_temperature"}},
+        {"name": "find_references", "arguments": {"symbol": "SCRAM_THRESHOLD_KELVIN"}},
+        {"name": "read_file", "arguments": {"repository": "vault", "path": "src/reactor.py"}},
+        {"name": "read_file", "arguments": {"repository": vault_id, "path": "src/reactor.py"}},
+        {"name": "list_files", "arguments": {"repository": format!("file://{}", vault.display())}},
+        {"name": "search_code", "arguments": {"query": "reactor", "repository": "vault"}},
+    ]);
+    let outside = drive(&server, &outsider.auth_token, &probes, false).await;
+    let names: Vec<&str> = result(&outside, 0)["structured"]["repositories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["shop"]);
+    for i in 5..9 {
+        assert_eq!(
+            result(&outside, i)["is_error"],
+            true,
+            "call {i}: {}",
+            result(&outside, i)
+        );
+    }
+    let everything = outside.to_string();
+    for leak in ["SCRAM_THRESHOLD_KELVIN = 1234", "reactor.py", "vault-team"] {
+        assert!(
+            !everything.contains(leak),
+            "{leak} reached a non-member: {everything}"
+        );
+    }
+    assert_eq!(result(&outside, 2)["structured"]["matches"], json!([]));
+    assert_eq!(result(&outside, 3)["structured"]["found"], false);
+
+    // The member reads the vault through the same tools, over the stdio bridge too.
+    for stdio in [false, true] {
+        let inside = drive(&server, &member.auth_token, &probes, stdio).await;
+        assert_eq!(
+            result(&inside, 0)["structured"]["repositories"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            result(&inside, 2)["structured"]["matches"][0]["path"],
+            "src/reactor.py"
+        );
+        assert_eq!(
+            result(&inside, 3)["structured"]["definitions"][0]["path"],
+            "src/reactor.py"
+        );
+        for i in 5..8 {
+            assert_eq!(
+                result(&inside, i)["is_error"],
+                false,
+                "call {i}: {}",
+                result(&inside, i)
+            );
+        }
+        assert!(
+            result(&inside, 5)["text"]
+                .as_str()
+                .unwrap()
+                .contains("SCRAM_THRESHOLD_KELVIN = 1234")
+        );
+    }
+    // The bridge turns a refused token into a JSON-RPC error, not a hang or a crash.
+    let out = Command::new(mcp_python())
+        .arg(tests_dir("mcp").join("drive.py"))
+        .args(["stdio", tabby_bin(), &url, "auth_not_a_real_token"])
+        .arg({
+            let f = tmp.path().join("none.json");
+            std::fs::write(&f, "[]").unwrap();
+            f
+        })
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("401"), "{stderr}");
+}
