@@ -184,6 +184,7 @@ async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
                 "read_file",
                 "list_files",
                 "find_definition",
+                "get_context",
                 "find_references"
             ]
         );
@@ -427,6 +428,7 @@ async fn ee_mcp_needs_a_token_and_keeps_private_repositories_private() {
         {"name": "read_file", "arguments": {"repository": vault_id, "path": "src/reactor.py"}},
         {"name": "list_files", "arguments": {"repository": format!("file://{}", vault.display())}},
         {"name": "search_code", "arguments": {"query": "reactor", "repository": "vault"}},
+        {"name": "get_context", "arguments": {"task": "what does reactor_core_temperature return at SCRAM_THRESHOLD_KELVIN"}},
     ]);
     let outside = drive(&server, &outsider.auth_token, &probes, false).await;
     let names: Vec<&str> = result(&outside, 0)["structured"]["repositories"]
@@ -453,6 +455,14 @@ async fn ee_mcp_needs_a_token_and_keeps_private_repositories_private() {
     }
     assert_eq!(result(&outside, 2)["structured"]["matches"], json!([]));
     assert_eq!(result(&outside, 3)["structured"]["found"], false);
+    assert!(
+        result(&outside, 9)["structured"]["gaps"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"kind": "undefined_symbol", "symbol": "reactor_core_temperature"})),
+        "to a non-member the private definition does not exist: {}",
+        result(&outside, 9)
+    );
 
     // The member reads the vault through the same tools, over the stdio bridge too.
     for stdio in [false, true] {
@@ -486,6 +496,12 @@ async fn ee_mcp_needs_a_token_and_keeps_private_repositories_private() {
                 .unwrap()
                 .contains("SCRAM_THRESHOLD_KELVIN = 1234")
         );
+        assert_eq!(
+            result(&inside, 9)["structured"]["items"][0]["path"],
+            "src/reactor.py",
+            "{}",
+            result(&inside, 9)
+        );
     }
     // The bridge turns a refused token into a JSON-RPC error, not a hang or a crash.
     let out = Command::new(mcp_python())
@@ -501,4 +517,175 @@ async fn ee_mcp_needs_a_token_and_keeps_private_repositories_private() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("401"), "{stderr}");
+}
+
+/// The evidence pack for a task on a multi-file repository, through `POST /v1beta/context` and
+/// the MCP tool `get_context`: the definition the task is about (search), its caller (reference
+/// edge, merged with the caller's own search hit), its test (by use and by file name), a gap for
+/// a symbol defined nowhere, and the budget held.
+#[tokio::test]
+async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = shop_files();
+    files.push((
+        "tests/test_pricing.py",
+        "from pricing import compute_discounted_price\n\n\ndef test_discount_rounds():\n    assert compute_discounted_price(10, 0.333) == 6.67\n",
+    ));
+    files.push((
+        "src/checkout.py",
+        "from cart import cart_total\n\n\ndef checkout(items, wallet):\n    wallet.charge(cart_total(items))\n",
+    ));
+    let shop = make_repo(tmp.path(), "shop", &files);
+    let models = embedded_models_dir();
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{}\"\n",
+        shop.display()
+    );
+    let server = TabbyServer::start_with_env(
+        &config,
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", models.to_str().unwrap())],
+    );
+    wait_for_index(&server, &json!({"query": "compute_discounted_price"})).await;
+    let task =
+        "How is the discounted price computed and rounded? Does apply_coupon_code change it?";
+    let (status, pack) = post_json(
+        &server.url("/v1beta/context"),
+        &json!({"task": task, "budget_chars": 4000}),
+    )
+    .await;
+    assert_eq!(status, 200, "{pack}");
+    let items = pack["items"].as_array().unwrap();
+    let find = |path: &str| {
+        items
+            .iter()
+            .find(|i| i["path"] == path)
+            .unwrap_or_else(|| panic!("{path} missing from the pack: {pack}"))
+    };
+    let edges = |item: &Value| -> Vec<String> {
+        item["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["edge"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let definition = find("src/pricing.py");
+    assert_eq!(
+        items[0]["path"], "src/pricing.py",
+        "the definition leads: {pack}"
+    );
+    assert!(edges(definition).contains(&"search".to_string()));
+    assert_eq!(
+        definition["symbols"][0],
+        json!(["function", "compute_discounted_price"])
+    );
+    assert_eq!(
+        definition["commit"],
+        git(&shop, &["rev-parse", "HEAD"]).as_str()
+    );
+    let search = &definition["reasons"][0];
+    for word in ["discounted", "price", "rounded"] {
+        assert!(
+            search["matched_words"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|w| w == word),
+            "{word}: {search}"
+        );
+    }
+    let caller = find("src/cart.py");
+    let reference = caller["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["edge"] == "reference")
+        .unwrap_or_else(|| panic!("no reference edge to the caller: {caller}"));
+    assert_eq!(reference["symbol"], "compute_discounted_price");
+    assert_eq!(reference["from"], "shop:src/pricing.py:1-3");
+    assert!(
+        caller["excerpt"]
+            .as_str()
+            .unwrap()
+            .contains("def cart_total")
+    );
+    let test = find("tests/test_pricing.py");
+    assert!(edges(test).contains(&"test".to_string()), "{test}");
+    // One item per file here: overlapping pieces were merged, their reasons kept.
+    let mut paths: Vec<&str> = items.iter().map(|i| i["path"].as_str().unwrap()).collect();
+    let count = paths.len();
+    paths.dedup();
+    assert_eq!(paths.len(), count, "{pack}");
+    assert!(pack["used_chars"].as_u64().unwrap() <= 4000);
+    assert!(
+        pack["gaps"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"kind": "undefined_symbol", "symbol": "apply_coupon_code"})),
+        "{pack}"
+    );
+
+    // A small budget keeps the best items and says how many it left out.
+    let (_, small) = post_json(
+        &server.url("/v1beta/context"),
+        &json!({"task": task, "budget_chars": 500}),
+    )
+    .await;
+    assert!(small["used_chars"].as_u64().unwrap() <= 500, "{small}");
+    assert!(small["omitted"].as_u64().unwrap() > 0, "{small}");
+    assert_eq!(small["items"][0]["path"], "src/pricing.py", "{small}");
+
+    // The same pack through MCP, and the attacker's arguments.
+    let out = drive(
+        &server,
+        "",
+        &json!([
+            {"name": "get_context", "arguments": {"task": task, "budget_chars": 4000}},
+            {"name": "get_context", "arguments": {"task": task, "budget_chars": 100_000_000}},
+            {"name": "get_context", "arguments": {"task": "x", "repository": "shop", "paths": ["../../etc/passwd"]}},
+            {"name": "get_context", "arguments": {"task": "x", "symbols": ["a; rm -rf /"]}},
+            {"name": "get_context", "arguments": {"task": "x", "repository": "shop", "paths": ["src/checkout.py"], "symbols": ["cart_total"]}},
+        ]),
+        false,
+    )
+    .await;
+    let via_mcp = &result(&out, 0)["structured"];
+    assert_eq!(via_mcp["items"], pack["items"]);
+    assert!(
+        result(&out, 0)["text"]
+            .as_str()
+            .unwrap()
+            .contains("\"edge\":\"reference\"")
+    );
+    for i in 1..4 {
+        assert_eq!(rpc_error(&out, i), -32602, "call {i}: {}", result(&out, i));
+    }
+    let requested = &result(&out, 4)["structured"]["items"];
+    assert_eq!(requested[0]["path"], "src/checkout.py", "{requested}");
+    assert!(
+        requested
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["path"] == "src/cart.py" && i["symbols"][0][1] == "cart_total"),
+        "{requested}"
+    );
+
+    // REST validation.
+    for body in [
+        json!({"task": ""}),
+        json!({"task": "x", "max_items": 0}),
+        json!({"task": "x", "paths": ["src/cart.py"]}),
+        json!({"task": "x", "unknown": 1}),
+    ] {
+        let (status, answer) = post_json(&server.url("/v1beta/context"), &body).await;
+        assert_eq!(status, 422, "{body}: {answer}");
+    }
+    let (status, _) = post_json(
+        &server.url("/v1beta/context"),
+        &json!({"task": "x", "source_id": "config:nope"}),
+    )
+    .await;
+    assert_eq!(status, 404);
 }

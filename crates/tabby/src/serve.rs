@@ -112,6 +112,16 @@ pub fn build_app(
             })
             .collect(),
     };
+    let files = Arc::new(tabby_index::repo_files::RepoFiles::new(
+        paths.repositories_dir(),
+    ));
+    let context = code_search.clone().map(|code_search| {
+        Arc::new(crate::services::context::ContextService {
+            code_search,
+            files: files.clone(),
+            search_params: config.answer.code_search_params.clone(),
+        })
+    });
     let state = Arc::new(ApiState {
         completion,
         chat,
@@ -122,6 +132,7 @@ pub fn build_app(
         completion_timeout: Duration::from_secs(config.server.completion_timeout),
         code_search,
         search_params: config.answer.code_search_params.clone(),
+        context: context.clone(),
     });
 
     let metrics_token = std::env::var(METRICS_TOKEN_ENV)
@@ -135,9 +146,10 @@ pub fn build_app(
     let mcp_state = Arc::new(crate::mcp::McpState {
         code_search: state.code_search.clone(),
         open_repositories: (!protected).then(|| state.repositories.clone()),
-        files: tabby_index::repo_files::RepoFiles::new(paths.repositories_dir()),
+        files,
         search_params: config.answer.code_search_params.clone(),
         languages: languages.clone(),
+        context,
     });
     let mut api = routes::api_router(state).nest_service(
         "/mcp",

@@ -26,7 +26,7 @@ use tabby_common::{
 };
 use tabby_index::repo_files::RepoFiles;
 
-use crate::services::code::CodeSearchService;
+use crate::services::{code::CodeSearchService, context::ContextService};
 
 /// Largest request body `/mcp` reads.
 const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -43,9 +43,11 @@ pub struct McpState {
     /// enterprise layer checks tokens: each request then carries its caller's repositories,
     /// and a request without them is refused.
     pub open_repositories: Option<AllowedCodeRepository>,
-    pub files: RepoFiles,
+    pub files: Arc<RepoFiles>,
     pub search_params: CodeSearchParams,
     pub languages: Arc<LanguageTable>,
+    /// Evidence packs (`get_context`), when code search exists.
+    pub context: Option<Arc<ContextService>>,
 }
 
 /// One handler per request (the service is stateless).

@@ -26,7 +26,13 @@ use tabby_index::{
 };
 
 use super::McpState;
-use crate::services::code::symbols::SymbolUse;
+use crate::services::{
+    code::symbols::SymbolUse,
+    context::{
+        ContextRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS, MAX_ITEMS, Pack,
+        occurrences,
+    },
+};
 
 /// Most bytes of text one tool result carries.
 const MAX_RESULT_BYTES: usize = 256 * 1024;
@@ -160,6 +166,29 @@ pub fn definitions() -> Vec<Tool> {
             }),
         ),
         tool(
+            "get_context",
+            "Evidence for a task, in one call: the code that bears on it within a character \
+             budget. Entry points are search hits for the task and the definitions of the \
+             symbols it names; from them the pack follows references (callers, with their \
+             enclosing function) and tests (by name and by use). Each item says why it was \
+             taken (search scores and matched words, or which edge from which entry point); \
+             overlapping pieces are merged; `gaps` lists task words nothing matched and symbols \
+             defined nowhere. Prefer this to many searches when starting on a task.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "task": {"type": "string", "description": "The task or question, in words; code names in it are looked up as symbols."},
+                    "repository": repository,
+                    "symbols": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Symbols whose definitions to include."},
+                    "paths": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Files to include (needs `repository`), e.g. the files being changed."},
+                    "budget_chars": {"type": "integer", "minimum": 500, "maximum": MAX_BUDGET_CHARS, "default": DEFAULT_BUDGET_CHARS},
+                    "max_items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "default": DEFAULT_MAX_ITEMS}
+                },
+                "required": ["task"],
+                "additionalProperties": false
+            }),
+        ),
+        tool(
             "find_references",
             "Find where a symbol is used: every line of the indexed files where the identifier \
              occurs as a whole word, except its definitions; path, line number and line.",
@@ -190,6 +219,7 @@ pub async fn call(
             Ok(list_repositories(allowed))
         }
         "search_code" => search_code(state, allowed, parse(name, args)?).await,
+        "get_context" => get_context(state, allowed, parse(name, args)?).await,
         "grep" => {
             let (state, allowed, args) = (state.clone(), allowed.clone(), parse(name, args)?);
             blocking(move || grep(&state, &allowed, args)).await
@@ -784,6 +814,130 @@ fn grep(
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ContextArgs {
+    task: String,
+    repository: Option<String>,
+    #[serde(default)]
+    symbols: Vec<String>,
+    #[serde(default)]
+    paths: Vec<String>,
+    budget_chars: Option<usize>,
+    max_items: Option<usize>,
+}
+
+async fn get_context(
+    state: &Arc<McpState>,
+    allowed: &AllowedCodeRepository,
+    args: ContextArgs,
+) -> Result<CallToolResult, McpError> {
+    let budget_chars = match args.budget_chars {
+        None => DEFAULT_BUDGET_CHARS,
+        Some(n) if (500..=MAX_BUDGET_CHARS).contains(&n) => n,
+        Some(_) => {
+            return Err(McpError::invalid_params(
+                format!("budget_chars must be 500 to {MAX_BUDGET_CHARS}"),
+                None,
+            ));
+        }
+    };
+    let max_items = check_limit(args.max_items, DEFAULT_MAX_ITEMS, MAX_ITEMS)?;
+    if args.task.trim().is_empty() && args.symbols.is_empty() && args.paths.is_empty() {
+        return Err(McpError::invalid_params(
+            "give a task, symbols or paths",
+            None,
+        ));
+    }
+    if args.symbols.len() > 20 || args.paths.len() > 20 {
+        return Err(McpError::invalid_params(
+            "at most 20 symbols and 20 paths",
+            None,
+        ));
+    }
+    let symbols = args
+        .symbols
+        .iter()
+        .map(|s| symbol_name(s).map(str::to_string))
+        .collect::<Result<Vec<_>, _>>()?;
+    let paths = args
+        .paths
+        .iter()
+        .map(|p| path_arg(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !paths.is_empty() && args.repository.is_none() {
+        return Err(McpError::invalid_params("paths need a repository", None));
+    }
+    let Some(context) = &state.context else {
+        return Ok(tool_error(
+            "code search is not available: no repositories are configured",
+        ));
+    };
+    let repos: Vec<CodeRepository> = match scope(allowed, args.repository.as_deref()) {
+        Ok(repos) => repos.into_iter().cloned().collect(),
+        Err(e) => return Ok(e),
+    };
+    let request = ContextRequest {
+        task: args.task.chars().take(8192).collect(),
+        symbols,
+        paths,
+        budget_chars,
+        max_items,
+    };
+    match context.build(repos, request).await {
+        Ok(pack) => Ok(result(pack_text(&pack), json!(pack))),
+        Err(CodeSearchError::NotReady) => Ok(tool_error(
+            "the code index is not ready yet: indexing has not finished its first run",
+        )),
+        Err(CodeSearchError::Other(e)) => {
+            tracing::warn!("mcp get_context failed: {e:#}");
+            Ok(tool_error("building the context failed"))
+        }
+    }
+}
+
+/// A pack as the agent reads it.
+fn pack_text(pack: &Pack) -> String {
+    let mut text = format!(
+        "{} items, {} of {} characters{}\n",
+        pack.items.len(),
+        pack.used_chars,
+        pack.budget_chars,
+        if pack.omitted > 0 {
+            format!(", {} more left out by the budget", pack.omitted)
+        } else {
+            String::new()
+        }
+    );
+    for (i, item) in pack.items.iter().enumerate() {
+        let reasons: Vec<String> = item
+            .reasons
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap_or_default())
+            .collect();
+        text.push_str(&format!(
+            "## [{i}] {}:{}:{}-{}{}\nwhy: {}\n```\n{}\n```\n",
+            item.repository,
+            item.path,
+            item.start_line,
+            item.end_line,
+            item.commit
+                .as_deref()
+                .map(|c| format!(" @ {}", &c[..c.len().min(12)]))
+                .unwrap_or_default(),
+            reasons.join("; "),
+            item.excerpt
+        ));
+    }
+    for gap in &pack.gaps {
+        text.push_str(&format!(
+            "gap: {}\n",
+            serde_json::to_string(gap).unwrap_or_default()
+        ));
+    }
+    text
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SymbolArgs {
     symbol: String,
     repository: Option<String>,
@@ -810,26 +964,6 @@ fn symbol_name(symbol: &str) -> Result<&str, McpError> {
             None,
         ))
     }
-}
-
-fn is_identifier_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '$'
-}
-
-/// 1-based lines of `text` where `name` occurs as a whole identifier.
-fn occurrences(text: &str, name: &str) -> Vec<(usize, String)> {
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let found = line.match_indices(name).any(|(at, _)| {
-            let before = line[..at].chars().next_back();
-            let after = line[at + name.len()..].chars().next();
-            !before.is_some_and(is_identifier_char) && !after.is_some_and(is_identifier_char)
-        });
-        if found {
-            out.push((n + 1, line.chars().take(MAX_LINE_CHARS).collect()));
-        }
-    }
-    out
 }
 
 fn find_symbol(
@@ -931,6 +1065,7 @@ fn find_symbol(
                         .map(|tag| content[..tag.name_range.start].matches('\n').count() + 1)
                         .collect();
                     for (line, shown) in occurrences(&content, &name) {
+                        let shown: String = shown.chars().take(MAX_LINE_CHARS).collect();
                         if definition_lines.contains(&line) {
                             continue;
                         }
@@ -978,16 +1113,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn whole_identifier_occurrences_only() {
-        let text = "parse(x)\nreparse(x)\nparse_all()\nself.parse\n$parse\nparse";
-        let lines: Vec<usize> = occurrences(text, "parse")
-            .into_iter()
-            .map(|o| o.0)
-            .collect();
-        assert_eq!(lines, vec![1, 4, 6]);
-    }
-
-    #[test]
     fn symbols_are_identifiers_and_qualified_names_use_their_last_part() {
         assert_eq!(symbol_name("Client.get").unwrap(), "get");
         assert_eq!(symbol_name("crate::mod::Type").unwrap(), "Type");
@@ -1008,7 +1133,7 @@ mod tests {
     #[test]
     fn every_tool_has_an_object_schema_and_is_read_only() {
         let tools = definitions();
-        assert_eq!(tools.len(), 7);
+        assert_eq!(tools.len(), 8);
         for tool in tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
             assert_eq!(

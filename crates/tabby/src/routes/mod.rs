@@ -3,6 +3,7 @@
 
 mod chat;
 mod completions;
+mod context;
 mod events;
 mod health;
 pub mod metrics;
@@ -47,6 +48,8 @@ pub struct ApiState {
     pub code_search: Option<Arc<CodeSearchService>>,
     /// Defaults of `/v1beta/search` (the `[answer]` code search parameters).
     pub search_params: tabby_common::config::CodeSearchParams,
+    /// Evidence packs for `/v1beta/context`, when code search exists.
+    pub context: Option<Arc<crate::services::context::ContextService>>,
 }
 
 impl ApiState {
@@ -61,6 +64,7 @@ pub fn api_router(state: Arc<ApiState>) -> Router {
         .route("/v1/completions", post(completions::completions))
         .route("/v1/events", post(events::events))
         .route("/v1beta/search", post(search::search))
+        .route("/v1beta/context", post(context::context))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
     let chat = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))

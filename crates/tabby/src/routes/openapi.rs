@@ -20,6 +20,7 @@ use crate::services::{completion, health};
         super::models::models,
         super::models::server_setting,
         super::search::search,
+        super::context::context,
     ),
     components(schemas(
         completion::CompletionRequest,
@@ -38,6 +39,7 @@ use crate::services::{completion, health};
         health::ModelHealth,
         health::Version,
         super::search::SearchRequest,
+        super::context::ContextRequest,
         super::search::SearchParamsOverride,
         super::search::SearchResponse,
         super::search::SearchHit,

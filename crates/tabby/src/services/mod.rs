@@ -3,6 +3,7 @@
 pub mod chat;
 pub mod code;
 pub mod completion;
+pub mod context;
 pub mod doc;
 pub mod event;
 pub mod health;

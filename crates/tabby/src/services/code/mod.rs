@@ -100,6 +100,14 @@ impl CodeSearchService {
         }
     }
 
+    /// The canonical language of a repository path (empty when none is known).
+    pub fn language_of(&self, path: &str) -> String {
+        self.languages
+            .by_path(std::path::Path::new(path))
+            .map(|l| l.canonical_name().to_string())
+            .unwrap_or_default()
+    }
+
     /// Opens the index on first use; until it exists (and has a code corpus) search is NotReady.
     fn loaded(&self) -> Result<Arc<Loaded>, CodeSearchError> {
         let mut slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,152 @@
+use std::sync::Arc;
+
+use axum::{Extension, Json, extract::State, http::StatusCode};
+use serde::Deserialize;
+use tabby_common::api::code::{AllowedCodeRepository, CodeSearchError};
+use tabby_index::repo_files::clean_path;
+use utoipa::ToSchema;
+
+use super::{ApiError, ApiState, JsonBody};
+use crate::services::context::{
+    ContextRequest as PackRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS,
+    MAX_ITEMS,
+};
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequest {
+    /// The task or question; code names in it are looked up as symbols.
+    #[serde(default)]
+    pub task: String,
+    /// Only this source (e.g. `config:…`).
+    pub source_id: Option<String>,
+    /// Only the configured repository whose name matches this remote URL.
+    pub git_url: Option<String>,
+    /// Symbols whose definitions to include (at most 20).
+    #[serde(default)]
+    pub symbols: Vec<String>,
+    /// Repository-relative files to include (at most 20; needs `source_id` or `git_url`).
+    #[serde(default)]
+    pub paths: Vec<String>,
+    /// Characters of excerpt the pack may hold (500 to 100,000; default 12,000).
+    pub budget_chars: Option<usize>,
+    /// Items at most (1 to 100; default 20).
+    pub max_items: Option<usize>,
+}
+
+fn unprocessable(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, message)
+}
+
+#[utoipa::path(
+    post,
+    path = "/v1beta/context",
+    request_body = ContextRequest,
+    operation_id = "context",
+    tag = "v1beta",
+    responses(
+        (status = 200, description = "An evidence pack: items with provenance and reasons, and gaps", content_type = "application/json"),
+        (status = 404, description = "Unknown or inaccessible source_id / git_url"),
+        (status = 422, description = "Invalid request"),
+        (status = 501, description = "Code search is not available (no repositories configured)"),
+        (status = 503, description = "The index is not ready yet"),
+    ),
+    security(("token" = []))
+)]
+pub async fn context(
+    State(state): State<Arc<ApiState>>,
+    allowed: Option<Extension<AllowedCodeRepository>>,
+    JsonBody(request): JsonBody<ContextRequest>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let Some(service) = &state.context else {
+        return Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "code search is not available: configure [[repositories]] in config.toml",
+        ));
+    };
+    let budget_chars = request.budget_chars.unwrap_or(DEFAULT_BUDGET_CHARS);
+    if !(500..=MAX_BUDGET_CHARS).contains(&budget_chars) {
+        return Err(unprocessable(format!(
+            "budget_chars must be 500 to {MAX_BUDGET_CHARS}"
+        )));
+    }
+    let max_items = request.max_items.unwrap_or(DEFAULT_MAX_ITEMS);
+    if !(1..=MAX_ITEMS).contains(&max_items) {
+        return Err(unprocessable(format!("max_items must be 1 to {MAX_ITEMS}")));
+    }
+    if request.symbols.len() > 20 || request.paths.len() > 20 {
+        return Err(unprocessable("at most 20 symbols and 20 paths"));
+    }
+    if request.task.trim().is_empty() && request.symbols.is_empty() && request.paths.is_empty() {
+        return Err(unprocessable("give a task, symbols or paths"));
+    }
+    for symbol in &request.symbols {
+        let ok = !symbol.is_empty()
+            && symbol.len() <= 200
+            && symbol
+                .chars()
+                .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
+        if !ok {
+            return Err(unprocessable(format!("{symbol:?} is not an identifier")));
+        }
+    }
+    let paths = request
+        .paths
+        .iter()
+        .map(|p| clean_path(p).map_err(|e| unprocessable(e.to_string())))
+        .collect::<Result<Vec<_>, _>>()?;
+    let allowed = allowed
+        .as_ref()
+        .map(|Extension(a)| a)
+        .unwrap_or(&state.repositories);
+    let repos = match (&request.source_id, &request.git_url) {
+        (Some(id), _) => match allowed.list.iter().find(|r| &r.source_id == id) {
+            Some(repo) => vec![repo.clone()],
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no repository with source_id {id:?}"),
+                ));
+            }
+        },
+        (None, Some(url)) => match allowed.closest_match(url) {
+            Some(repo) => vec![repo.clone()],
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no repository matches git_url {url:?}"),
+                ));
+            }
+        },
+        (None, None) if !paths.is_empty() => {
+            return Err(unprocessable("paths need source_id or git_url"));
+        }
+        (None, None) => allowed.list.clone(),
+    };
+    let pack = service
+        .build(
+            repos,
+            PackRequest {
+                task: request.task.chars().take(8192).collect(),
+                symbols: request.symbols,
+                paths,
+                budget_chars,
+                max_items,
+            },
+        )
+        .await
+        .map_err(|e| match e {
+            CodeSearchError::NotReady => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the code index is not ready yet: indexing has not finished its first run",
+            ),
+            CodeSearchError::Other(e) => {
+                tracing::warn!("context pack failed: {e:#}");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "building the context failed",
+                )
+            }
+        })?;
+    Ok(Json(serde_json::to_value(pack).unwrap_or_default()))
+}

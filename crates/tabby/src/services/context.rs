@@ -1,0 +1,770 @@
+//! Evidence packs for coding agents (`POST /v1beta/context`, the MCP tool `get_context`): for a
+//! task, the few pieces of code that bear on it, each with where it comes from (repository,
+//! path, lines, commit) and why it was taken, within a character budget, and what was looked for
+//! but not found.
+//!
+//! Entry points are the hybrid search's hits for the task and the definitions of the symbols it
+//! names; from each entry point's own definitions the pack follows typed edges one step: to
+//! their references (the enclosing function of each call site, callers before tests) and to the
+//! test files paired with the entry's file by name. Pieces of the same file that overlap or
+//! touch are merged, their reasons kept. Items go in by priority (named symbols, search hits by
+//! score, then what expansion found) while they fit the budget.
+
+use std::{collections::HashSet, sync::Arc};
+
+use serde::Serialize;
+use tabby_common::{
+    api::code::{CodeRepository, CodeSearchError},
+    config::CodeSearchParams,
+    git_url::{GitUrl, redact_credentials},
+    index::{
+        code::{is_test_path, search_words, tokenize_code, tokenize_words},
+        stem::stem,
+    },
+};
+use tabby_index::{
+    code::intelligence::{Tag, find_definitions},
+    repo_files::{RepoFiles, Snapshot},
+};
+
+use super::code::{CodeSearchService, symbols::SymbolUse};
+
+/// Default and largest budget of a pack, in characters of excerpt.
+pub const DEFAULT_BUDGET_CHARS: usize = 12_000;
+pub const MAX_BUDGET_CHARS: usize = 100_000;
+pub const DEFAULT_MAX_ITEMS: usize = 20;
+pub const MAX_ITEMS: usize = 100;
+/// Search hits taken as entry points.
+const SEARCH_ENTRIES: usize = 8;
+/// Symbols an entry point's definitions contribute to expansion, and reference sites per symbol.
+const SYMBOLS_PER_ENTRY: usize = 3;
+const REFERENCES_PER_SYMBOL: usize = 3;
+/// Lines of one item at most (a long function is shown from its start).
+const MAX_ITEM_LINES: usize = 80;
+/// Lines shown around a reference outside any definition.
+const REFERENCE_CONTEXT: usize = 3;
+/// Identifiers taken from the task text as symbols to define.
+const MAX_TASK_SYMBOLS: usize = 8;
+
+/// Why an item is in the pack.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "edge", rename_all = "snake_case")]
+pub enum Reason {
+    /// A hit of the hybrid search for the task.
+    Search {
+        rrf: f32,
+        bm25: f32,
+        embedding: f32,
+        /// The task's search words the item contains.
+        matched_words: Vec<String>,
+    },
+    /// The definition of a symbol the task (or the caller) names.
+    Definition { symbol: String },
+    /// A place that uses a symbol defined in entry point `from` (an index into `items`).
+    Reference { symbol: String, from: String },
+    /// A test of an entry point: a test file using its symbol, or paired with its file by name.
+    Test { of: String, by: &'static str },
+    /// A file the caller asked for.
+    Requested,
+}
+
+/// One piece of evidence.
+#[derive(Clone, Debug, Serialize)]
+pub struct PackItem {
+    pub repository: String,
+    pub source_id: String,
+    pub git_url: String,
+    pub commit: Option<String>,
+    pub path: String,
+    pub language: String,
+    /// 1-based, inclusive.
+    pub start_line: usize,
+    pub end_line: usize,
+    /// Definitions that start in the excerpt: (kind, name).
+    pub symbols: Vec<(String, String)>,
+    pub reasons: Vec<Reason>,
+    pub excerpt: String,
+}
+
+/// What was looked for and not found.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Gap {
+    /// Words of the task that no item contains.
+    UnmatchedWords { words: Vec<String> },
+    /// A symbol named whose definition is in none of the readable repositories' indexed files.
+    UndefinedSymbol { symbol: String },
+    /// A requested path that is not in the repository.
+    MissingPath { path: String },
+}
+
+#[derive(Debug, Serialize)]
+pub struct Pack {
+    pub items: Vec<PackItem>,
+    pub gaps: Vec<Gap>,
+    pub budget_chars: usize,
+    pub used_chars: usize,
+    /// Items found but left out by the budget or the item limit.
+    pub omitted: usize,
+}
+
+pub struct ContextRequest {
+    pub task: String,
+    pub symbols: Vec<String>,
+    /// Paths (repository-relative, checked by the caller) to include, in the first repository.
+    pub paths: Vec<String>,
+    pub budget_chars: usize,
+    pub max_items: usize,
+}
+
+pub struct ContextService {
+    pub code_search: Arc<CodeSearchService>,
+    pub files: Arc<RepoFiles>,
+    pub search_params: CodeSearchParams,
+}
+
+/// A range of a file before its excerpt is read.
+struct Candidate {
+    repo: usize,
+    path: String,
+    language: String,
+    start: usize,
+    end: usize,
+    reasons: Vec<Reason>,
+    priority: u8,
+    score: f32,
+}
+
+fn repository_name(repo: &CodeRepository) -> String {
+    GitUrl::parse(&repo.git_url)
+        .map(|u| u.name().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| repo.source_id.clone())
+}
+
+/// Identifiers in the task that look like code names (`parse_config`, `HttpClient`,
+/// `get(`): snake_case, camelCase or called.
+fn task_symbols(task: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for token in tokenize_code(task) {
+        let called = task.contains(&format!("{token}("));
+        let snake = token.contains('_') && token.chars().any(|c| c.is_alphabetic());
+        let camel = token
+            .chars()
+            .zip(token.chars().skip(1))
+            .any(|(a, b)| a.is_lowercase() && b.is_uppercase());
+        if token.len() >= 3 && (called || snake || camel) && !out.contains(&token) {
+            out.push(token);
+        }
+        if out.len() == MAX_TASK_SYMBOLS {
+            break;
+        }
+    }
+    out
+}
+
+/// 1-based lines of `text` where `name` occurs as a whole identifier.
+pub fn occurrences(text: &str, name: &str) -> Vec<(usize, String)> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let found = line.match_indices(name).any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            let after = line[at + name.len()..].chars().next();
+            !before.is_some_and(ident) && !after.is_some_and(ident)
+        });
+        if found {
+            out.push((n + 1, line.to_string()));
+        }
+    }
+    out
+}
+
+/// The 1-based line a tag's name is on.
+fn name_line(text: &str, tag: &Tag) -> usize {
+    text[..tag.name_range.start.min(text.len())]
+        .matches('\n')
+        .count()
+        + 1
+}
+
+/// Names of test files that pair with `path` by convention, as (directory-independent) file names.
+fn paired_test_names(path: &str) -> Vec<String> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let Some((stem, ext)) = name.rsplit_once('.') else {
+        return vec![];
+    };
+    if stem.is_empty() || is_test_path(path) {
+        return vec![];
+    }
+    vec![
+        format!("test_{stem}.{ext}"),
+        format!("{stem}_test.{ext}"),
+        format!("{stem}.test.{ext}"),
+        format!("{stem}.spec.{ext}"),
+        format!("{stem}Test.{ext}"),
+        format!("{stem}_tests.{ext}"),
+    ]
+}
+
+/// A file's text by (repository index, path); `None` when it cannot be read as UTF-8.
+type CachedText = ((usize, String), Option<Arc<String>>);
+
+/// The snapshots and file texts one pack reads, each once.
+struct FileCache {
+    snapshots: Vec<Option<Arc<Snapshot>>>,
+    texts: Vec<CachedText>,
+}
+
+impl FileCache {
+    fn text(
+        &mut self,
+        files: &RepoFiles,
+        repos: &[CodeRepository],
+        repo: usize,
+        path: &str,
+    ) -> Option<Arc<String>> {
+        let key = (repo, path.to_string());
+        if let Some((_, text)) = self.texts.iter().find(|(k, _)| k == &key) {
+            return text.clone();
+        }
+        let snapshot = self.snapshot(files, repos, repo)?;
+        let text = snapshot
+            .read(path)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .map(Arc::new);
+        self.texts.push((key, text.clone()));
+        text
+    }
+
+    fn snapshot(
+        &mut self,
+        files: &RepoFiles,
+        repos: &[CodeRepository],
+        repo: usize,
+    ) -> Option<Arc<Snapshot>> {
+        if self.snapshots[repo].is_none() {
+            self.snapshots[repo] = files.snapshot(&repos[repo].git_url, None).ok();
+        }
+        self.snapshots[repo].clone()
+    }
+}
+
+impl ContextService {
+    /// The pack for `request` over `repos`: searches, then builds it on a blocking thread.
+    pub async fn build(
+        self: &Arc<Self>,
+        repos: Vec<CodeRepository>,
+        request: ContextRequest,
+    ) -> Result<Pack, CodeSearchError> {
+        let sources: Vec<String> = repos.iter().map(|r| r.source_id.clone()).collect();
+        let mut params = self.search_params.clone();
+        params.num_to_return = SEARCH_ENTRIES;
+        let hits = if request.task.trim().is_empty() {
+            Vec::new()
+        } else {
+            self.code_search
+                .search_repositories(&request.task, &sources, None, None, &params)
+                .await?
+        };
+        let hits: Vec<_> = hits
+            .into_iter()
+            .filter_map(|hit| {
+                let repo = repos
+                    .iter()
+                    .position(|r| hit.doc.file_id.starts_with(&format!("{}:::", r.source_id)))?;
+                Some((repo, hit))
+            })
+            .collect();
+        let service = self.clone();
+        tokio::task::spawn_blocking(move || service.pack(&repos, &request, hits))
+            .await
+            .map_err(|e| CodeSearchError::Other(anyhow::anyhow!("context task failed: {e}")))?
+    }
+
+    /// Builds the pack for `request` over `repos` (the repositories the caller may read and
+    /// asked for). Blocking: reads files; run it off the async threads.
+    pub fn pack(
+        &self,
+        repos: &[CodeRepository],
+        request: &ContextRequest,
+        search_hits: Vec<(usize, tabby_common::api::code::CodeSearchHit)>,
+    ) -> Result<Pack, CodeSearchError> {
+        let mut cache = FileCache {
+            snapshots: vec![None; repos.len()],
+            texts: Vec::new(),
+        };
+        let mut candidates: Vec<Candidate> = Vec::new();
+        let mut gaps = Vec::new();
+
+        // Requested paths, in the first repository.
+        for path in &request.paths {
+            match repos
+                .first()
+                .and_then(|_| cache.text(&self.files, repos, 0, path))
+            {
+                Some(text) => {
+                    let lines = text.lines().count().max(1);
+                    candidates.push(Candidate {
+                        repo: 0,
+                        path: path.clone(),
+                        language: String::new(),
+                        start: 1,
+                        end: lines.min(MAX_ITEM_LINES),
+                        reasons: vec![Reason::Requested],
+                        priority: 0,
+                        score: 0.0,
+                    });
+                }
+                None => gaps.push(Gap::MissingPath { path: path.clone() }),
+            }
+        }
+
+        // Named symbols: their definitions.
+        let mut named: Vec<String> = request.symbols.clone();
+        for s in task_symbols(&request.task) {
+            if !named.contains(&s) {
+                named.push(s);
+            }
+        }
+        for symbol in &named {
+            let found = self.definitions(repos, &mut cache, symbol)?;
+            if found.is_empty() {
+                gaps.push(Gap::UndefinedSymbol {
+                    symbol: symbol.clone(),
+                });
+            }
+            for (repo, path, language, tag) in found.into_iter().take(3) {
+                candidates.push(Candidate {
+                    repo,
+                    path,
+                    language,
+                    start: tag.line_range.start + 1,
+                    end: tag.line_range.end.max(tag.line_range.start + 1),
+                    reasons: vec![Reason::Definition {
+                        symbol: symbol.clone(),
+                    }],
+                    priority: 1,
+                    score: 1.0,
+                });
+            }
+        }
+
+        // Search hits.
+        let task_words: HashSet<String> = search_words(&request.task).into_iter().collect();
+        for (repo, hit) in search_hits.into_iter().take(SEARCH_ENTRIES) {
+            let start = hit.doc.start_line.unwrap_or(1);
+            let end = start + hit.doc.body.lines().count().max(1) - 1;
+            let body_words: HashSet<String> = search_words(&hit.doc.body).into_iter().collect();
+            let mut matched: Vec<String> = task_words
+                .intersection(&body_words)
+                .map(|w| as_written(&request.task, w))
+                .collect();
+            matched.sort();
+            candidates.push(Candidate {
+                repo,
+                path: hit.doc.filepath,
+                language: hit.doc.language,
+                start,
+                end,
+                reasons: vec![Reason::Search {
+                    rrf: hit.scores.rrf,
+                    bm25: hit.scores.bm25,
+                    embedding: hit.scores.embedding,
+                    matched_words: matched,
+                }],
+                priority: 2,
+                score: hit.scores.rrf,
+            });
+        }
+
+        // Expansion, one step from each entry point.
+        let entries: Vec<(usize, String, String, usize, usize)> = candidates
+            .iter()
+            .map(|c| (c.repo, c.path.clone(), c.language.clone(), c.start, c.end))
+            .collect();
+        let mut expanded = Vec::new();
+        let mut followed: HashSet<(usize, String)> = HashSet::new();
+        for (repo, path, language, start, end) in entries {
+            let Some(text) = cache.text(&self.files, repos, repo, &path) else {
+                continue;
+            };
+            let language = if language.is_empty() {
+                self.code_search.language_of(&path)
+            } else {
+                language
+            };
+            let defined: Vec<Tag> = find_definitions(&language, &text)
+                .into_iter()
+                .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
+                .take(SYMBOLS_PER_ENTRY)
+                .collect();
+            let entry = format!("{}:{path}:{start}-{end}", repository_name(&repos[repo]));
+            for tag in defined {
+                if !followed.insert((repo, tag.name.clone())) {
+                    continue;
+                }
+                expanded.extend(self.references(repos, &mut cache, repo, &tag.name, &entry)?);
+            }
+            // Tests paired by file name.
+            let names = paired_test_names(&path);
+            if names.is_empty() {
+                continue;
+            }
+            if let Some(snapshot) = cache.snapshot(&self.files, repos, repo) {
+                for test in snapshot.files.iter().filter(|f| {
+                    let name = f.rsplit('/').next().unwrap_or(f);
+                    names.iter().any(|n| n == name)
+                }) {
+                    let lines = cache
+                        .text(&self.files, repos, repo, test)
+                        .map_or(1, |t| t.lines().count().max(1));
+                    expanded.push(Candidate {
+                        repo,
+                        path: test.clone(),
+                        language: language.clone(),
+                        start: 1,
+                        end: lines.min(MAX_ITEM_LINES),
+                        reasons: vec![Reason::Test {
+                            of: entry.clone(),
+                            by: "file name",
+                        }],
+                        priority: 4,
+                        score: 0.0,
+                    });
+                }
+            }
+        }
+        candidates.extend(expanded);
+
+        let merged = merge(candidates);
+        self.fill(repos, &mut cache, merged, request, task_words, gaps)
+    }
+
+    /// Definitions of `symbol` in the indexed files of `repos`: (repo, path, language, tag).
+    fn definitions(
+        &self,
+        repos: &[CodeRepository],
+        cache: &mut FileCache,
+        symbol: &str,
+    ) -> Result<Vec<(usize, String, String, Tag)>, CodeSearchError> {
+        let mut out = Vec::new();
+        for (i, repo) in repos.iter().enumerate() {
+            let chunks = self.code_search.symbol_chunks(
+                &repo.source_id,
+                symbol,
+                SymbolUse::Definition,
+                50,
+            )?;
+            let mut seen = HashSet::new();
+            for chunk in chunks {
+                if !seen.insert(chunk.filepath.clone()) {
+                    continue;
+                }
+                let Some(text) = cache.text(&self.files, repos, i, &chunk.filepath) else {
+                    continue;
+                };
+                for tag in find_definitions(&chunk.language, &text) {
+                    if tag.name == symbol {
+                        out.push((i, chunk.filepath.clone(), chunk.language.clone(), tag));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Where `symbol` (defined in repository `repo`) is used: the enclosing definition of each
+    /// use, or a few lines around it; callers first, then tests.
+    fn references(
+        &self,
+        repos: &[CodeRepository],
+        cache: &mut FileCache,
+        repo: usize,
+        symbol: &str,
+        entry: &str,
+    ) -> Result<Vec<Candidate>, CodeSearchError> {
+        let chunks = self.code_search.symbol_chunks(
+            &repos[repo].source_id,
+            symbol,
+            SymbolUse::Occurrence,
+            50,
+        )?;
+        let mut files: Vec<(String, String)> = Vec::new();
+        for chunk in chunks {
+            if !files.iter().any(|(p, _)| p == &chunk.filepath) {
+                files.push((chunk.filepath, chunk.language));
+            }
+        }
+        // Callers before tests.
+        files.sort_by_key(|(p, _)| is_test_path(p));
+        let mut out = Vec::new();
+        for (path, language) in files {
+            if out.len() == REFERENCES_PER_SYMBOL {
+                break;
+            }
+            let Some(text) = cache.text(&self.files, repos, repo, &path) else {
+                continue;
+            };
+            let tags = find_definitions(&language, &text);
+            let definition_lines: Vec<usize> = tags
+                .iter()
+                .filter(|t| t.name == symbol)
+                .map(|t| name_line(&text, t))
+                .collect();
+            let Some((line, _)) = occurrences(&text, symbol)
+                .into_iter()
+                .find(|(line, _)| !definition_lines.contains(line))
+            else {
+                continue;
+            };
+            // The innermost definition around the use: the caller.
+            let enclosing = tags
+                .iter()
+                .filter(|t| {
+                    t.line_range.start < line
+                        && line <= t.line_range.end.max(t.line_range.start + 1)
+                })
+                .min_by_key(|t| t.line_range.end - t.line_range.start);
+            let (start, end) = match enclosing {
+                Some(t) => (
+                    t.line_range.start + 1,
+                    t.line_range.end.max(t.line_range.start + 1),
+                ),
+                None => (
+                    line.saturating_sub(REFERENCE_CONTEXT).max(1),
+                    line + REFERENCE_CONTEXT,
+                ),
+            };
+            let reason = if is_test_path(&path) {
+                Reason::Test {
+                    of: format!("{symbol} ({entry})"),
+                    by: "reference",
+                }
+            } else {
+                Reason::Reference {
+                    symbol: symbol.to_string(),
+                    from: entry.to_string(),
+                }
+            };
+            out.push(Candidate {
+                repo,
+                priority: if is_test_path(&path) { 4 } else { 3 },
+                path,
+                language,
+                start,
+                end,
+                reasons: vec![reason],
+                score: 0.0,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Reads the excerpts and takes items by priority while they fit.
+    fn fill(
+        &self,
+        repos: &[CodeRepository],
+        cache: &mut FileCache,
+        mut merged: Vec<Candidate>,
+        request: &ContextRequest,
+        task_words: HashSet<String>,
+        mut gaps: Vec<Gap>,
+    ) -> Result<Pack, CodeSearchError> {
+        merged.sort_by(|a, b| {
+            a.priority
+                .cmp(&b.priority)
+                .then(b.score.total_cmp(&a.score))
+        });
+        let mut items = Vec::new();
+        let mut used = 0;
+        let mut omitted = 0;
+        for c in merged {
+            let Some(text) = cache.text(&self.files, repos, c.repo, &c.path) else {
+                omitted += 1;
+                continue;
+            };
+            let lines: Vec<&str> = text.lines().collect();
+            let start = c.start.clamp(1, lines.len().max(1));
+            let end = c
+                .end
+                .clamp(start, lines.len().max(1))
+                .min(start + MAX_ITEM_LINES - 1);
+            let excerpt = lines.get(start - 1..end).unwrap_or_default().join("\n");
+            let size = excerpt.chars().count();
+            if items.len() == request.max_items || used + size > request.budget_chars {
+                omitted += 1;
+                continue;
+            }
+            used += size;
+            let language = if c.language.is_empty() {
+                self.code_search.language_of(&c.path)
+            } else {
+                c.language.clone()
+            };
+            let symbols = find_definitions(&language, &text)
+                .into_iter()
+                .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
+                .map(|t| (t.kind, t.name))
+                .collect();
+            let repo = &repos[c.repo];
+            let commit = cache
+                .snapshot(&self.files, repos, c.repo)
+                .and_then(|s| s.commit.clone());
+            items.push(PackItem {
+                repository: repository_name(repo),
+                source_id: repo.source_id.clone(),
+                git_url: redact_credentials(&repo.git_url),
+                commit,
+                path: c.path,
+                language,
+                start_line: start,
+                end_line: end,
+                symbols,
+                reasons: c.reasons,
+                excerpt,
+            });
+        }
+        let found: HashSet<String> = items
+            .iter()
+            .flat_map(|i| search_words(&i.excerpt))
+            .collect();
+        let mut unmatched: Vec<String> = task_words
+            .into_iter()
+            .filter(|w| w.len() > 2 && !STOP_WORDS.contains(&w.as_str()) && !found.contains(w))
+            .map(|w| as_written(&request.task, &w))
+            .collect();
+        unmatched.sort();
+        if !unmatched.is_empty() {
+            gaps.push(Gap::UnmatchedWords { words: unmatched });
+        }
+        Ok(Pack {
+            items,
+            gaps,
+            budget_chars: request.budget_chars,
+            used_chars: used,
+            omitted,
+        })
+    }
+}
+
+/// The task's own (lower-cased) word for a stemmed search word.
+fn as_written(task: &str, stemmed: &str) -> String {
+    tokenize_words(task)
+        .into_iter()
+        .find(|w| stem(w) == stemmed)
+        .unwrap_or_else(|| stemmed.to_string())
+}
+
+/// Words of a task that are not about code (stemmed as `search_words` gives them).
+const STOP_WORDS: &[&str] = &[
+    "the", "and", "for", "how", "what", "where", "why", "which", "when", "who", "does", "doe",
+    "this", "that", "with", "from", "into", "are", "was", "were", "has", "have", "can", "not",
+    "use", "used", "using", "code", "function", "method", "file", "find", "show", "work", "should",
+    "would", "could", "about", "there", "their", "them", "then", "than", "its", "get", "fix",
+    "add", "make", "all", "any", "our", "you", "your", "way",
+];
+
+/// Merges candidates of the same file whose ranges overlap or touch; reasons are kept, the best
+/// priority and score win.
+fn merge(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
+    candidates.sort_by(|a, b| (a.repo, &a.path, a.start).cmp(&(b.repo, &b.path, b.start)));
+    let mut out: Vec<Candidate> = Vec::new();
+    for c in candidates {
+        if let Some(last) = out.last_mut()
+            && last.repo == c.repo
+            && last.path == c.path
+            && c.start <= last.end + 1
+        {
+            last.end = last.end.max(c.end);
+            for reason in c.reasons {
+                if !last.reasons.contains(&reason) {
+                    last.reasons.push(reason);
+                }
+            }
+            last.priority = last.priority.min(c.priority);
+            last.score = last.score.max(c.score);
+            if last.language.is_empty() {
+                last.language = c.language;
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(path: &str, start: usize, end: usize, priority: u8) -> Candidate {
+        Candidate {
+            repo: 0,
+            path: path.into(),
+            language: "python".into(),
+            start,
+            end,
+            reasons: vec![Reason::Definition {
+                symbol: format!("{path}{start}"),
+            }],
+            priority,
+            score: 0.0,
+        }
+    }
+
+    #[test]
+    fn overlapping_and_touching_pieces_of_a_file_merge_with_their_reasons() {
+        let merged = merge(vec![
+            candidate("a.py", 10, 20, 3),
+            candidate("a.py", 1, 5, 2),
+            candidate("a.py", 6, 8, 1),
+            candidate("b.py", 1, 5, 2),
+            candidate("a.py", 30, 40, 2),
+        ]);
+        let ranges: Vec<(&str, usize, usize, u8, usize)> = merged
+            .iter()
+            .map(|c| (c.path.as_str(), c.start, c.end, c.priority, c.reasons.len()))
+            .collect();
+        assert_eq!(
+            ranges,
+            [
+                ("a.py", 1, 8, 1, 2),
+                ("a.py", 10, 20, 3, 1),
+                ("a.py", 30, 40, 2, 1),
+                ("b.py", 1, 5, 2, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn code_names_in_a_task_are_symbols() {
+        assert_eq!(
+            task_symbols(
+                "Why does compute_discounted_price round, and who calls cartTotal() or get(?"
+            ),
+            ["compute_discounted_price", "cartTotal", "get"]
+        );
+        assert!(task_symbols("how are prices rounded").is_empty());
+    }
+
+    #[test]
+    fn whole_identifier_occurrences_only() {
+        let text = "parse(x)\nreparse(x)\nparse_all()\nself.parse\n$parse\nparse";
+        let lines: Vec<usize> = occurrences(text, "parse")
+            .into_iter()
+            .map(|o| o.0)
+            .collect();
+        assert_eq!(lines, vec![1, 4, 6]);
+    }
+
+    #[test]
+    fn test_files_pair_by_name() {
+        let names = paired_test_names("src/pricing.py");
+        assert!(names.contains(&"test_pricing.py".to_string()));
+        assert!(names.contains(&"pricing_test.py".to_string()));
+        assert!(paired_test_names("tests/test_pricing.py").is_empty());
+        assert!(paired_test_names("Makefile").is_empty());
+    }
+}
