@@ -58,7 +58,7 @@ async def main():
         url, token, calls_file = sys.argv[2:5]
         calls = json.load(open(calls_file))
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with httpx2.AsyncClient(headers=headers, timeout=90) as http:
             async with streamable_http_client(url, http_client=http) as (read, write, *_):
                 async with ClientSession(read, write) as session:
                     out = await exercise(session, calls)

@@ -523,6 +523,16 @@ async fn repositories_removed_from_config_leave_the_index() {
 #[tokio::test]
 async fn runs_leave_at_most_four_segments_and_keep_every_row() {
     let f = Fixture::new();
+    // The first repository holds most of the rows (more than the six small ones below
+    // together), so compaction keeps its segment and merges only what later runs add.
+    for n in 0..12 {
+        write(
+            &f.repo,
+            &format!("src/module_{n}.py"),
+            &format!("def function_{n}(x):\n    return x * {n}\n"),
+        );
+    }
+    commit_all(&f.repo, "more modules");
     let first = f.index().await;
     let largest = || {
         let metas = Index::open_in_dir(&f.index_dir)

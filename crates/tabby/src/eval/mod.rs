@@ -42,6 +42,9 @@ pub enum Leg {
     Imports,
     /// What completion retrieval returns: import candidates, then the fused hits.
     ImportsRrf,
+    /// The evidence pack for the query as the task (`/v1beta/context`, default budget), its
+    /// items in pack order.
+    Pack,
 }
 
 impl Leg {
@@ -53,8 +56,9 @@ impl Leg {
                 "rrf" => Ok(Leg::Rrf),
                 "imports" => Ok(Leg::Imports),
                 "imports+rrf" => Ok(Leg::ImportsRrf),
+                "pack" => Ok(Leg::Pack),
                 other => bail!(
-                    "unknown leg {other:?}: expected bm25, embedding, rrf, imports or imports+rrf"
+                    "unknown leg {other:?}: expected bm25, embedding, rrf, imports, imports+rrf or pack"
                 ),
             })
             .collect()
@@ -67,6 +71,7 @@ impl Leg {
             Leg::Rrf => "rrf",
             Leg::Imports => "imports",
             Leg::ImportsRrf => "imports+rrf",
+            Leg::Pack => "pack",
         }
     }
 }
@@ -307,6 +312,15 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         Arc::new(languages),
     );
     service.query_strategy = options.strategy;
+    let service = Arc::new(service);
+    let context = Arc::new(crate::services::context::ContextService {
+        code_search: service.clone(),
+        files: Arc::new(tabby_index::repo_files::RepoFiles::new(
+            corpus.tmp.path().join("repositories"),
+        )),
+        search_params: options.config.answer.code_search_params.clone(),
+    });
+    let mut pack_sizes: Vec<(usize, usize)> = Vec::new();
 
     let mut results: BTreeMap<Leg, Vec<(String, Vec<Range>)>> = BTreeMap::new();
     let mut totals: BTreeMap<(Leg, String), Metrics> = BTreeMap::new();
@@ -395,8 +409,39 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         } else {
             Vec::new()
         };
+        let pack_hits: Vec<Range> = if options.legs.contains(&Leg::Pack) {
+            let repo = tabby_common::api::code::CodeRepository {
+                git_url: corpus.git_url(&source)?,
+                source_id: format!("eval:{source}"),
+            };
+            let pack = context
+                .build(
+                    vec![repo],
+                    crate::services::context::ContextRequest {
+                        task: query.query.clone(),
+                        symbols: Vec::new(),
+                        paths: Vec::new(),
+                        budget_chars: crate::services::context::DEFAULT_BUDGET_CHARS,
+                        max_items: crate::services::context::DEFAULT_MAX_ITEMS,
+                        exclude_path: search_query.filepath.clone(),
+                    },
+                )
+                .await?;
+            pack_sizes.push((pack.items.len(), pack.used_chars));
+            pack.items
+                .iter()
+                .map(|i| Range {
+                    filepath: i.path.clone(),
+                    start_line: i.start_line,
+                    end_line: i.end_line,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         for leg in &options.legs {
             let ranges: Vec<Range> = match leg {
+                Leg::Pack => pack_hits.clone(),
                 Leg::Rrf => rrf_hits.iter().map(|h| to_range(&h.doc)).collect(),
                 Leg::Imports => import_hits.clone(),
                 Leg::ImportsRrf => {
@@ -510,6 +555,15 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             c.recall[1] / n,
             c.recall[2] / n,
             c.recall[3] / n
+        );
+    }
+    if !pack_sizes.is_empty() {
+        let n = pack_sizes.len() as f64;
+        println!(
+            "packs: {:.1} items and {:.0} characters on average (budget {})",
+            pack_sizes.iter().map(|p| p.0).sum::<usize>() as f64 / n,
+            pack_sizes.iter().map(|p| p.1).sum::<usize>() as f64 / n,
+            crate::services::context::DEFAULT_BUDGET_CHARS
         );
     }
     latencies.sort();

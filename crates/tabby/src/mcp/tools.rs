@@ -881,6 +881,7 @@ async fn get_context(
         paths,
         budget_chars,
         max_items,
+        exclude_path: None,
     };
     match context.build(repos, request).await {
         Ok(pack) => Ok(result(pack_text(&pack), json!(pack))),

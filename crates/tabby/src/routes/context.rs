@@ -132,6 +132,7 @@ pub async fn context(
                 paths,
                 budget_chars,
                 max_items,
+                exclude_path: None,
             },
         )
         .await

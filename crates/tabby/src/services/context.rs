@@ -115,6 +115,8 @@ pub struct ContextRequest {
     pub paths: Vec<String>,
     pub budget_chars: usize,
     pub max_items: usize,
+    /// A file left out of the pack (an evaluation's query file; the editor's own file).
+    pub exclude_path: Option<String>,
 }
 
 pub struct ContextService {
@@ -438,6 +440,9 @@ impl ContextService {
         }
         candidates.extend(expanded);
 
+        if let Some(excluded) = &request.exclude_path {
+            candidates.retain(|c| &c.path != excluded);
+        }
         let merged = merge(candidates);
         self.fill(repos, &mut cache, merged, request, task_words, gaps)
     }
