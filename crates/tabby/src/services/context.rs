@@ -216,9 +216,18 @@ type CachedText = ((usize, String), Option<Arc<String>>);
 struct FileCache {
     snapshots: Vec<Option<Arc<Snapshot>>>,
     texts: Vec<CachedText>,
+    /// Definitions per (repository index, path), each file parsed once per pack.
+    tags: std::collections::HashMap<(usize, String), Arc<Vec<Tag>>>,
 }
 
 impl FileCache {
+    fn tags(&mut self, repo: usize, path: &str, language: &str, text: &str) -> Arc<Vec<Tag>> {
+        self.tags
+            .entry((repo, path.to_string()))
+            .or_insert_with(|| Arc::new(find_definitions(language, text)))
+            .clone()
+    }
+
     fn text(
         &mut self,
         files: &RepoFiles,
@@ -296,6 +305,7 @@ impl ContextService {
         let mut cache = FileCache {
             snapshots: vec![None; repos.len()],
             texts: Vec::new(),
+            tags: Default::default(),
         };
         let mut candidates: Vec<Candidate> = Vec::new();
         let mut gaps = Vec::new();
@@ -397,8 +407,10 @@ impl ContextService {
             } else {
                 language
             };
-            let defined: Vec<Tag> = find_definitions(&language, &text)
-                .into_iter()
+            let defined: Vec<Tag> = cache
+                .tags(repo, &path, &language, &text)
+                .iter()
+                .cloned()
                 .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
                 .take(SYMBOLS_PER_ENTRY)
                 .collect();
@@ -470,9 +482,12 @@ impl ContextService {
                 let Some(text) = cache.text(&self.files, repos, i, &chunk.filepath) else {
                     continue;
                 };
-                for tag in find_definitions(&chunk.language, &text) {
+                for tag in cache
+                    .tags(i, &chunk.filepath, &chunk.language, &text)
+                    .iter()
+                {
                     if tag.name == symbol {
-                        out.push((i, chunk.filepath.clone(), chunk.language.clone(), tag));
+                        out.push((i, chunk.filepath.clone(), chunk.language.clone(), tag.clone()));
                     }
                 }
             }
@@ -512,7 +527,7 @@ impl ContextService {
             let Some(text) = cache.text(&self.files, repos, repo, &path) else {
                 continue;
             };
-            let tags = find_definitions(&language, &text);
+            let tags = cache.tags(repo, &path, &language, &text);
             let definition_lines: Vec<usize> = tags
                 .iter()
                 .filter(|t| t.name == symbol)
@@ -608,10 +623,11 @@ impl ContextService {
             } else {
                 c.language.clone()
             };
-            let symbols = find_definitions(&language, &text)
-                .into_iter()
+            let symbols = cache
+                .tags(c.repo, &c.path, &language, &text)
+                .iter()
                 .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
-                .map(|t| (t.kind, t.name))
+                .map(|t| (t.kind.clone(), t.name.clone()))
                 .collect();
             let repo = &repos[c.repo];
             let commit = cache
