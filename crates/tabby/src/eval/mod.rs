@@ -318,7 +318,12 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         files: Arc::new(tabby_index::repo_files::RepoFiles::new(
             corpus.tmp.path().join("repositories"),
         )),
-        search_params: options.config.answer.code_search_params.clone(),
+        // The same search parameters as the plain legs, so the comparison is the pack's.
+        search_params: if options.thresholds {
+            options.config.answer.code_search_params.clone()
+        } else {
+            CodeSearchParams::without_thresholds(K, options.num_to_score)
+        },
     });
     let mut pack_sizes: Vec<(usize, usize)> = Vec::new();
 

@@ -7,8 +7,8 @@
 //! names; from each entry point's own definitions the pack follows typed edges one step: to
 //! their references (the enclosing function of each call site, callers before tests) and to the
 //! test files paired with the entry's file by name. Pieces of the same file that overlap or
-//! touch are merged, their reasons kept. Items go in by priority (named symbols, search hits by
-//! score, then what expansion found) while they fit the budget.
+//! touch are merged, their reasons kept. Items go in by priority (requested files, search hits
+//! by score, named symbols' definitions, then what expansion found) while they fit the budget.
 
 use std::{collections::HashSet, sync::Arc};
 
@@ -35,7 +35,7 @@ pub const MAX_BUDGET_CHARS: usize = 100_000;
 pub const DEFAULT_MAX_ITEMS: usize = 20;
 pub const MAX_ITEMS: usize = 100;
 /// Search hits taken as entry points.
-const SEARCH_ENTRIES: usize = 8;
+const SEARCH_ENTRIES: usize = 10;
 /// Symbols an entry point's definitions contribute to expansion, and reference sites per symbol.
 const SYMBOLS_PER_ENTRY: usize = 3;
 const REFERENCES_PER_SYMBOL: usize = 3;
@@ -357,7 +357,7 @@ impl ContextService {
                     reasons: vec![Reason::Definition {
                         symbol: symbol.clone(),
                     }],
-                    priority: 1,
+                    priority: 2,
                     score: 1.0,
                 });
             }
@@ -386,7 +386,7 @@ impl ContextService {
                     embedding: hit.scores.embedding,
                     matched_words: matched,
                 }],
-                priority: 2,
+                priority: 1,
                 score: hit.scores.rrf,
             });
         }
@@ -487,7 +487,12 @@ impl ContextService {
                     .iter()
                 {
                     if tag.name == symbol {
-                        out.push((i, chunk.filepath.clone(), chunk.language.clone(), tag.clone()));
+                        out.push((
+                            i,
+                            chunk.filepath.clone(),
+                            chunk.language.clone(),
+                            tag.clone(),
+                        ));
                     }
                 }
             }
