@@ -132,6 +132,9 @@ struct Candidate {
     language: String,
     start: usize,
     end: usize,
+    /// The first line of the piece that gives the item its priority: a merged item longer than
+    /// an excerpt may be is shown from there.
+    anchor: usize,
     reasons: Vec<Reason>,
     priority: u8,
     score: f32,
@@ -276,7 +279,13 @@ impl ContextService {
             Vec::new()
         } else {
             self.code_search
-                .search_repositories(&request.task, &sources, None, None, &params)
+                .search_repositories(
+                    &request.task,
+                    &sources,
+                    None,
+                    request.exclude_path.as_deref(),
+                    &params,
+                )
                 .await?
         };
         let hits: Vec<_> = hits
@@ -324,6 +333,7 @@ impl ContextService {
                         language: String::new(),
                         start: 1,
                         end: lines.min(MAX_ITEM_LINES),
+                        anchor: 0,
                         reasons: vec![Reason::Requested],
                         priority: 0,
                         score: 0.0,
@@ -354,6 +364,7 @@ impl ContextService {
                     language,
                     start: tag.line_range.start + 1,
                     end: tag.line_range.end.max(tag.line_range.start + 1),
+                    anchor: 0,
                     reasons: vec![Reason::Definition {
                         symbol: symbol.clone(),
                     }],
@@ -380,6 +391,7 @@ impl ContextService {
                 language: hit.doc.language,
                 start,
                 end,
+                anchor: 0,
                 reasons: vec![Reason::Search {
                     rrf: hit.scores.rrf,
                     bm25: hit.scores.bm25,
@@ -440,6 +452,7 @@ impl ContextService {
                         language: language.clone(),
                         start: 1,
                         end: lines.min(MAX_ITEM_LINES),
+                        anchor: 0,
                         reasons: vec![Reason::Test {
                             of: entry.clone(),
                             by: "file name",
@@ -454,6 +467,9 @@ impl ContextService {
 
         if let Some(excluded) = &request.exclude_path {
             candidates.retain(|c| &c.path != excluded);
+        }
+        for c in &mut candidates {
+            c.anchor = c.start;
         }
         let merged = merge(candidates);
         self.fill(repos, &mut cache, merged, request, task_words, gaps)
@@ -580,6 +596,7 @@ impl ContextService {
                 language,
                 start,
                 end,
+                anchor: 0,
                 reasons: vec![reason],
                 score: 0.0,
             });
@@ -704,6 +721,9 @@ fn merge(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
             && c.start <= last.end + 1
         {
             last.end = last.end.max(c.end);
+            if (c.priority, -c.score) < (last.priority, -last.score) {
+                last.anchor = c.anchor;
+            }
             for reason in c.reasons {
                 if !last.reasons.contains(&reason) {
                     last.reasons.push(reason);
@@ -732,6 +752,7 @@ mod tests {
             language: "python".into(),
             start,
             end,
+            anchor: 0,
             reasons: vec![Reason::Definition {
                 symbol: format!("{path}{start}"),
             }],
