@@ -422,9 +422,9 @@ impl ContextService {
             let defined: Vec<Tag> = cache
                 .tags(repo, &path, &language, &text)
                 .iter()
-                .cloned()
                 .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
                 .take(SYMBOLS_PER_ENTRY)
+                .cloned()
                 .collect();
             let entry = format!("{}:{path}:{start}-{end}", repository_name(&repos[repo]));
             for tag in defined {
