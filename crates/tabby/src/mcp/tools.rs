@@ -18,7 +18,7 @@ use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Value, json};
 use tabby_common::{
     api::code::{AllowedCodeRepository, CodeRepository, CodeSearchError},
-    git_url::{GitUrl, redact_credentials},
+    git_url::redact_credentials,
 };
 use tabby_index::{
     code::intelligence::find_definitions,
@@ -29,8 +29,8 @@ use super::McpState;
 use crate::services::{
     code::symbols::SymbolUse,
     context::{
-        ContextRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS, MAX_ITEMS, Pack,
-        occurrences,
+        self, ContextRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS, MAX_ITEMS,
+        Pack, occurrences, repository_name,
     },
 };
 
@@ -315,13 +315,6 @@ fn cap(mut text: String) -> String {
     text
 }
 
-fn repository_name(repo: &CodeRepository) -> String {
-    GitUrl::parse(&repo.git_url)
-        .map(|u| u.name().to_string())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| repo.source_id.clone())
-}
-
 /// The repository an argument names, among those the caller may read. The answer for one that
 /// exists but may not be read is the same as for one that does not exist.
 fn resolve<'a>(
@@ -490,6 +483,8 @@ async fn search_code(
     };
     let mut items = Vec::new();
     let mut text = String::new();
+    // One lookup of the default branch's commit per repository, not per hit.
+    let mut commits: std::collections::HashMap<String, Option<String>> = Default::default();
     for hit in hits {
         if items.len() == limit {
             break;
@@ -508,7 +503,10 @@ async fn search_code(
         else {
             continue;
         };
-        let commit = state.files.commit(&repo.git_url);
+        let commit = commits
+            .entry(repo.source_id.clone())
+            .or_insert_with(|| state.files.commit(&repo.git_url))
+            .clone();
         let start = hit.doc.start_line.unwrap_or(1);
         let end = start + hit.doc.body.lines().count().max(1) - 1;
         text.push_str(&format!(
@@ -945,26 +943,10 @@ struct SymbolArgs {
     limit: Option<usize>,
 }
 
-/// The identifier a symbol argument names: its last part, checked.
+/// The identifier a symbol argument names, or invalid params.
 fn symbol_name(symbol: &str) -> Result<&str, McpError> {
-    let name = symbol
-        .rsplit(['.', ':', '#'])
-        .next()
-        .unwrap_or(symbol)
-        .trim();
-    let ok = !name.is_empty()
-        && name.len() <= 200
-        && name
-            .chars()
-            .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
-    if ok {
-        Ok(name)
-    } else {
-        Err(McpError::invalid_params(
-            format!("{symbol:?} is not an identifier"),
-            None,
-        ))
-    }
+    context::symbol_name(symbol)
+        .ok_or_else(|| McpError::invalid_params(format!("{symbol:?} is not an identifier"), None))
 }
 
 fn find_symbol(

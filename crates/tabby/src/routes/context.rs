@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::{ApiError, ApiState, JsonBody};
 use crate::services::context::{
     ContextRequest as PackRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS,
-    MAX_ITEMS,
+    MAX_ITEMS, symbol_name,
 };
 
 #[derive(Deserialize, ToSchema)]
@@ -80,16 +80,15 @@ pub async fn context(
     if request.task.trim().is_empty() && request.symbols.is_empty() && request.paths.is_empty() {
         return Err(unprocessable("give a task, symbols or paths"));
     }
-    for symbol in &request.symbols {
-        let ok = !symbol.is_empty()
-            && symbol.len() <= 200
-            && symbol
-                .chars()
-                .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
-        if !ok {
-            return Err(unprocessable(format!("{symbol:?} is not an identifier")));
-        }
-    }
+    let symbols = request
+        .symbols
+        .iter()
+        .map(|symbol| {
+            symbol_name(symbol)
+                .map(str::to_string)
+                .ok_or_else(|| unprocessable(format!("{symbol:?} is not an identifier")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let paths = request
         .paths
         .iter()
@@ -99,36 +98,20 @@ pub async fn context(
         .as_ref()
         .map(|Extension(a)| a)
         .unwrap_or(&state.repositories);
-    let repos = match (&request.source_id, &request.git_url) {
-        (Some(id), _) => match allowed.list.iter().find(|r| &r.source_id == id) {
-            Some(repo) => vec![repo.clone()],
-            None => {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    format!("no repository with source_id {id:?}"),
-                ));
-            }
-        },
-        (None, Some(url)) => match allowed.closest_match(url) {
-            Some(repo) => vec![repo.clone()],
-            None => {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    format!("no repository matches git_url {url:?}"),
-                ));
-            }
-        },
-        (None, None) if !paths.is_empty() => {
-            return Err(unprocessable("paths need source_id or git_url"));
-        }
-        (None, None) => allowed.list.clone(),
-    };
+    if request.source_id.is_none() && request.git_url.is_none() && !paths.is_empty() {
+        return Err(unprocessable("paths need source_id or git_url"));
+    }
+    let repos = super::search::selected_repositories(
+        allowed,
+        request.source_id.as_deref(),
+        request.git_url.as_deref(),
+    )?;
     let pack = service
         .build(
             repos,
             PackRequest {
                 task: request.task.chars().take(8192).collect(),
-                symbols: request.symbols,
+                symbols,
                 paths,
                 budget_chars,
                 max_items,

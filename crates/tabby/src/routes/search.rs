@@ -3,7 +3,7 @@ use std::sync::Arc;
 use axum::{Extension, Json, extract::State, http::StatusCode};
 use serde::{Deserialize, Serialize};
 use tabby_common::{
-    api::code::{AllowedCodeRepository, CodeSearchError, CodeSearchScores},
+    api::code::{AllowedCodeRepository, CodeRepository, CodeSearchError, CodeSearchScores},
     config::CodeSearchParams,
 };
 use utoipa::ToSchema;
@@ -77,6 +77,39 @@ pub struct SearchResponse {
     pub hits: Vec<SearchHit>,
 }
 
+/// The repositories a request names by `source_id` (exactly) or `git_url` (the closest
+/// configured match), or all the caller may read when it names none; 404 when the one named is
+/// not among them (it may not exist, or the caller may not read it).
+pub(super) fn selected_repositories(
+    allowed: &AllowedCodeRepository,
+    source_id: Option<&str>,
+    git_url: Option<&str>,
+) -> Result<Vec<CodeRepository>, ApiError> {
+    match (source_id, git_url) {
+        (Some(id), _) => allowed
+            .list
+            .iter()
+            .find(|r| r.source_id == id)
+            .map(|r| vec![r.clone()])
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no repository with source_id {id:?}"),
+                )
+            }),
+        (None, Some(url)) => allowed
+            .closest_match(url)
+            .map(|r| vec![r.clone()])
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("no repository matches git_url {url:?}"),
+                )
+            }),
+        (None, None) => Ok(allowed.list.clone()),
+    }
+}
+
 #[utoipa::path(
     post,
     path = "/v1beta/search",
@@ -107,27 +140,14 @@ pub async fn search(
         .as_ref()
         .map(|Extension(a)| a)
         .unwrap_or(&state.repositories);
-    let sources: Vec<String> = match (&request.source_id, &request.git_url) {
-        (Some(id), _) => {
-            if !allowed.list.iter().any(|r| &r.source_id == id) {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    format!("no repository with source_id {id:?}"),
-                ));
-            }
-            vec![id.clone()]
-        }
-        (None, Some(url)) => match allowed.closest_match(url) {
-            Some(repo) => vec![repo.source_id.clone()],
-            None => {
-                return Err(ApiError::new(
-                    StatusCode::NOT_FOUND,
-                    format!("no repository matches git_url {url:?}"),
-                ));
-            }
-        },
-        (None, None) => allowed.list.iter().map(|r| r.source_id.clone()).collect(),
-    };
+    let sources: Vec<String> = selected_repositories(
+        allowed,
+        request.source_id.as_deref(),
+        request.git_url.as_deref(),
+    )?
+    .into_iter()
+    .map(|r| r.source_id)
+    .collect();
     let params = request.params.apply(state.search_params.clone());
     let hits = service
         .search_repositories(

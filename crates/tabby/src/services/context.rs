@@ -45,6 +45,9 @@ const MAX_ITEM_LINES: usize = 80;
 const REFERENCE_CONTEXT: usize = 3;
 /// Identifiers taken from the task text as symbols to define.
 const MAX_TASK_SYMBOLS: usize = 8;
+/// Distinct files one pack reads (and parses) at most: the bound on its cost, whatever the
+/// symbols and the repository size.
+const MAX_FILES_PER_PACK: usize = 200;
 
 /// Why an item is in the pack.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -140,11 +143,28 @@ struct Candidate {
     score: f32,
 }
 
-fn repository_name(repo: &CodeRepository) -> String {
+/// A repository's short name: the last part of its git URL (its source id when it has none).
+pub fn repository_name(repo: &CodeRepository) -> String {
     GitUrl::parse(&repo.git_url)
         .map(|u| u.name().to_string())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| repo.source_id.clone())
+}
+
+/// The identifier a symbol argument names (its last part: `Client.get` → `get`,
+/// `mod::Type` → `Type`), or `None` when that is not an identifier of at most 200 bytes.
+pub fn symbol_name(symbol: &str) -> Option<&str> {
+    let name = symbol
+        .rsplit(['.', ':', '#'])
+        .next()
+        .unwrap_or(symbol)
+        .trim();
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '$');
+    ok.then_some(name)
 }
 
 /// Identifiers in the task that look like code names (`parse_config`, `HttpClient`,
@@ -241,6 +261,9 @@ impl FileCache {
         let key = (repo, path.to_string());
         if let Some((_, text)) = self.texts.iter().find(|(k, _)| k == &key) {
             return text.clone();
+        }
+        if self.texts.len() >= MAX_FILES_PER_PACK {
+            return None;
         }
         let snapshot = self.snapshot(files, repos, repo)?;
         let text = snapshot
