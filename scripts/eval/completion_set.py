@@ -1,5 +1,6 @@
-"""Builds a completion-only retrieval set in the format of shared/eval from a Rust, Go or
-JavaScript/TypeScript source tree, for `tabby eval --mode completion` (and the retrieval mode).
+"""Builds a retrieval set in the format of shared/eval from a Rust, Go or JavaScript/TypeScript
+source tree: completion queries (for `tabby eval --mode completion` and the retrieval mode) and
+nl queries from doc comments.
 
 Usage: python3 scripts/eval/completion_set.py SRC_DIR OUT_DIR NAME --language rust|go|javascript|typescript
 then:  tabby eval --mode completion --queries OUT_DIR/queries.jsonl --corpus OUT_DIR
@@ -18,8 +19,16 @@ with regular expressions and brace matching instead of tree-sitter (stdlib only)
 * diversity: at most 2 queries per callee and 6 per query file, at most half from test files,
   seeded sampling (seed 20240601), at most --max queries.
 
-Writes OUT_DIR/corpus-full/ (the language's files of SRC_DIR, same relative paths) and
-OUT_DIR/queries.jsonl.
+* nl: definitions outside test files with a doc comment right above them (Rust `///`, Go `//`,
+  JS/TS `/** */`, attribute lines in between allowed); the query is the first sentence of the
+  comment's first paragraph with markup (`code`, [links], {@link x}, @tags) stripped and a
+  leading copy of the symbol's name dropped (Go's "Foo returns ..."); under 4 words,
+  "Deprecated…", "See…" and "Alias…" are dropped; identical sentences are one query with several
+  relevant ranges; at most 15 % of the queries (and at least 1) per file; at most --max-nl. The
+  doc comment's lines are blanked in corpus-nodocs/ (line numbers kept).
+
+Writes OUT_DIR/corpus-full/ (the language's files of SRC_DIR, same relative paths),
+OUT_DIR/corpus-nodocs/ and OUT_DIR/queries.jsonl.
 """
 
 import argparse
@@ -174,6 +183,71 @@ def definitions(lines, lang):
     return found
 
 
+DOC_LINE = {
+    'rust': re.compile(r'^\s*///(?!/)\s?(.*)$'),
+    'go': re.compile(r'^\s*//(?!go:|nolint|\+build)\s?(.*)$'),
+}
+
+
+def doc_comment(lines, start, lang):
+    """(first 0-based line, last 0-based line, text) of the doc comment right above the
+    definition whose first line (0-based, attributes included) is `start`, or None."""
+    k = start - 1
+    if lang in DOC_LINE:
+        pattern = DOC_LINE[lang]
+        texts = []
+        while k >= 0 and pattern.match(lines[k]):
+            texts.append(pattern.match(lines[k]).group(1))
+            k -= 1
+        if not texts:
+            return None
+        return k + 1, start - 1, '\n'.join(reversed(texts))
+    # JS/TS: a /** ... */ block ending on the line above.
+    if k < 0 or not lines[k].rstrip().endswith('*/'):
+        return None
+    end = k
+    while k >= 0 and '/**' not in lines[k]:
+        if k < end - 200:
+            return None
+        k -= 1
+    if k < 0 or not lines[k].lstrip().startswith('/**'):
+        return None
+    body = []
+    for line in lines[k:end + 1]:
+        line = line.strip()
+        line = re.sub(r'^/\*\*+', '', line)
+        line = re.sub(r'\*+/$', '', line)
+        line = re.sub(r'^\*\s?', '', line.strip())
+        body.append(line)
+    return k, end, '\n'.join(body)
+
+
+def first_sentence(text, name):
+    """The first sentence of the comment's first paragraph, markup stripped, or None."""
+    para = []
+    for line in text.strip().split('\n'):
+        line = line.strip()
+        if not line or line.startswith(('@', '#', '```', '-', '*', '|', '>')):
+            break
+        para.append(line)
+    t = ' '.join(para)
+    t = re.sub(r'\{@\w+\s+([^}|]*)(?:\|[^}]*)?\}', r'\1', t)
+    t = re.sub(r'\[([^\]]*)\]\([^)]*\)', r'\1', t)
+    t = re.sub(r'\[`?([^\]`]*)`?\](?:\[[^\]]*\])?', r'\1', t)
+    t = t.replace('`', '').replace('**', '')
+    m = re.match(r'(.+?[.!?])(?:\s|$)', t)
+    if m:
+        t = m.group(1)
+    t = t.strip()
+    words = t.split()
+    if words and words[0] in (name, name + "'s"):
+        t = ' '.join(words[1:])
+        words = t.split()
+    if len(words) < 4 or re.match(r'(?i)(deprecated|see\b|alias)', t):
+        return None
+    return t
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('src')
@@ -181,6 +255,7 @@ def main():
     ap.add_argument('name')
     ap.add_argument('--language', required=True, choices=sorted(EXTS))
     ap.add_argument('--max', type=int, default=100)
+    ap.add_argument('--max-nl', type=int, default=110)
     args = ap.parse_args()
     lang = args.language
     src = os.path.abspath(args.src)
@@ -204,9 +279,17 @@ def main():
         sys.exit(f'no {lang} files under {src}')
 
     defs = {}  # name -> [(rel, start, end)]
+    documented = {}  # first sentence -> [(rel, start, end, doc first line, doc last line)]
     for rel, text in files.items():
-        for name, start, end, _line in definitions(text.split('\n'), lang):
+        lines = text.split('\n')
+        for name, start, end, _line in definitions(lines, lang):
             defs.setdefault(name, []).append((rel, start, end))
+            if is_test(rel, lang) or end - start + 1 > 300:
+                continue
+            doc = doc_comment(lines, start - 1, lang)
+            sentence = doc and first_sentence(doc[2], name)
+            if sentence:
+                documented.setdefault(sentence, []).append((rel, start, end, doc[0], doc[1], name))
     unique = {n: d[0] for n, d in defs.items()
               if len(d) == 1 and len(n) >= 6 and not n.lower().startswith('test') and n not in COMMON
               and d[0][2] - d[0][1] < 300}
@@ -253,16 +336,53 @@ def main():
         chosen.append(c)
     chosen.sort(key=lambda c: (c['rel'], c['line']))
 
+    # nl: one query per distinct sentence, at most 15 % of them (at least one) per file.
+    groups = sorted(documented.items())
+    rng.shuffle(groups)
+    per_doc_file = {}
+    doc_files = {g[0] for _, gs in groups for g in gs}
+    cap = max(1, int(0.15 * min(args.max_nl, len(groups)) + 0.5)) if len(doc_files) > 6 else args.max_nl
+    nl = []
+    for sentence, targets in groups:
+        if len(nl) >= args.max_nl:
+            break
+        rel = targets[0][0]
+        if per_doc_file.get(rel, 0) >= cap:
+            continue
+        per_doc_file[rel] = per_doc_file.get(rel, 0) + 1
+        nl.append((sentence, targets))
+    nl.sort(key=lambda g: (g[1][0][0], g[1][0][1]))
+    nodocs = dict(files)
+    blank = {}
+    for _, targets in nl:
+        for rel, _s, _e, d0, d1, _n in targets:
+            blank.setdefault(rel, []).append((d0, d1))
+    for rel, spans in blank.items():
+        lines = files[rel].split('\n')
+        for d0, d1 in spans:
+            for k in range(d0, d1 + 1):
+                lines[k] = ''
+        nodocs[rel] = '\n'.join(lines)
+
     out = os.path.abspath(args.out)
-    corpus = os.path.join(out, 'corpus-full')
-    if os.path.exists(corpus):
-        shutil.rmtree(corpus)
-    for rel, text in files.items():
-        dest = os.path.join(corpus, rel)
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, 'w', encoding='utf-8') as f:
-            f.write(text)
+    for sub, tree in (('corpus-full', files), ('corpus-nodocs', nodocs)):
+        corpus = os.path.join(out, sub)
+        if os.path.exists(corpus):
+            shutil.rmtree(corpus)
+        if sub == 'corpus-nodocs' and not nl:
+            continue
+        for rel, text in tree.items():
+            dest = os.path.join(corpus, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, 'w', encoding='utf-8') as f:
+                f.write(text)
     with open(os.path.join(out, 'queries.jsonl'), 'w', encoding='utf-8') as f:
+        for k, (sentence, targets) in enumerate(nl):
+            f.write(json.dumps({
+                'id': f"{args.name}-nl-{k:04d}", 'set': args.name, 'kind': 'nl', 'language': lang,
+                'query': sentence, 'filepath': None, 'corpus': 'nodocs', 'symbol': targets[0][5],
+                'relevant': [{'filepath': t[0], 'start_line': t[1], 'end_line': t[2]} for t in targets],
+            }) + '\n')
         for k, c in enumerate(chosen):
             rel, start, end = c['target']
             f.write(json.dumps({
@@ -272,7 +392,7 @@ def main():
                 'symbol': c['name'], 'corpus': 'full', 'call_line': c['line'],
             }) + '\n')
     print(f"{len(files)} files, {len(unique)} uniquely named definitions, {len(cases)} call sites, "
-          f"{len(chosen)} queries ({tests} from test files) -> {out}")
+          f"{len(chosen)} completion queries ({tests} from test files), {len(nl)} nl queries -> {out}")
 
 
 if __name__ == '__main__':

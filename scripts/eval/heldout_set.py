@@ -1,6 +1,6 @@
 """Builds a held-out retrieval set from any Python source tree, in the format of shared/eval.
 
-Usage: python3 scripts/eval/heldout_set.py SRC_DIR OUT_DIR NAME
+Usage: python3 scripts/eval/heldout_set.py SRC_DIR OUT_DIR NAME [--max-nl N] [--max-completion N]
 then:  tabby eval --queries OUT_DIR/queries.jsonl --corpus OUT_DIR
 
 It follows the recipe of shared/eval/README.md ("How it was built") approximately, with
@@ -29,9 +29,18 @@ Python 3.8+, stdlib only; seeded, so a rebuild gives the same set.
 import ast, json, os, random, re, shutil, sys
 from collections import defaultdict
 
-if len(sys.argv) != 4:
+args = sys.argv[1:]
+# Optional: --max-nl N --max-completion N (defaults 110 and 93, shared/eval's sizes).
+MAX_NL, MAX_CC = 110, 93
+while len(args) > 3 and args[-2] in ('--max-nl', '--max-completion'):
+    if args[-2] == '--max-nl':
+        MAX_NL = int(args[-1])
+    else:
+        MAX_CC = int(args[-1])
+    args = args[:-2]
+if len(args) != 3:
     sys.exit(__doc__)
-src, out, name = sys.argv[1], sys.argv[2], sys.argv[3]
+src, out, name = args
 if not os.path.isdir(src):
     sys.exit(f"{src} is not a directory")
 rng = random.Random(20240601)
@@ -122,11 +131,11 @@ per_file = defaultdict(int)
 nl = []
 for g in groups:
     f = g[0]['rel']
-    if per_file[f] >= 0.15 * 110:
+    if per_file[f] >= 0.15 * MAX_NL:
         continue
     per_file[f] += 1
     nl.append(g)
-    if len(nl) >= 110:
+    if len(nl) >= MAX_NL:
         break
 
 # nodocs: blank the chosen docstrings
@@ -183,13 +192,13 @@ per_callee, per_qfile, tests_n, cc = defaultdict(int), defaultdict(int), 0, []
 for s in sites:
     if per_callee[s['name']] >= 2 or per_qfile[s['rel']] >= 6:
         continue
-    if is_test(s['rel']) and tests_n >= 47:
+    if is_test(s['rel']) and tests_n >= (MAX_CC + 1) // 2:
         continue
     per_callee[s['name']] += 1
     per_qfile[s['rel']] += 1
     tests_n += is_test(s['rel'])
     cc.append(s)
-    if len(cc) >= 93:
+    if len(cc) >= MAX_CC:
         break
 
 for d, fs in ((full, files), (nodocs, nodocs_files)):

@@ -292,3 +292,323 @@ fn eval_completion_mode_runs_the_model_per_variant() {
     assert!(stderr.contains("not a completion query"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A small tree in five languages: in each, a documented definition and a call of it from
+/// another file (through a module prefix, so the call's 40 lines never name it).
+fn write_multilanguage_tree(dir: &Path) {
+    let files: &[(&str, &str)] = &[
+        (
+            "lib/strings.py",
+            "def normalize_whitespace(text):\n    \"\"\"Collapse runs of spaces and tabs into single spaces.\"\"\"\n    return \" \".join(text.split())\n\n\ndef title_case_words(text):\n    \"\"\"Capitalize the first letter of every word in the text.\n\n    More detail.\n    \"\"\"\n",
+        ),
+        (
+            "app.py",
+            "import lib.strings as s\n\n\ndef clean(value):\n    stripped = value.strip()\n    return s.normalize_whitespace(stripped)\n",
+        ),
+        (
+            "src/parse.rs",
+            "/// Parses a comma separated list of integers.\n#[inline]\npub fn parse_integer_list(text: &str) -> Vec<i64> {\n    text.split(',').filter_map(|p| p.trim().parse().ok()).collect()\n}\n",
+        ),
+        (
+            "src/main.rs",
+            "mod parse;\nuse parse::*;\n\nfn main() {\n    // (Rust's tags query tags plain calls, not `path::f(…)`.)\n    let values = parse_integer_list(\"1,2,3\");\n    println!(\"{values:?}\");\n}\n",
+        ),
+        (
+            "util/strings.go",
+            "package util\n\n// ReverseString returns the characters of a string in reverse order.\nfunc ReverseString(s string) string {\n\tr := []rune(s)\n\tfor i, j := 0, len(r)-1; i < j; i, j = i+1, j-1 {\n\t\tr[i], r[j] = r[j], r[i]\n\t}\n\treturn string(r)\n}\n",
+        ),
+        (
+            "main.go",
+            "package main\n\nimport \"example.com/x/util\"\n\nfunc main() {\n\tprintln(util.ReverseString(\"abc\"))\n}\n",
+        ),
+        (
+            "web/format.ts",
+            "/**\n * Formats a byte count as a human readable size.\n */\nexport function formatByteSize(bytes: number): string {\n  return `${(bytes / 1024).toFixed(1)} KiB`;\n}\n",
+        ),
+        (
+            "web/view.ts",
+            "import * as fmt from \"./format\";\n\nexport function describe(size: number): string {\n  return \"size: \" + fmt.formatByteSize(size);\n}\n",
+        ),
+        (
+            "java/Geometry.java",
+            "public class Geometry {\n    /**\n     * Computes the area of a circle with the given radius.\n     */\n    public static double circleArea(double radius) {\n        return Math.PI * radius * radius;\n    }\n}\n",
+        ),
+        (
+            "java/App.java",
+            "public class App {\n    public static void main(String[] args) {\n        System.out.println(Geometry.circleArea(2.0));\n    }\n}\n",
+        ),
+    ];
+    for (rel, text) in files {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+}
+
+#[test]
+fn eval_generate_builds_a_set_in_every_language_with_tags() {
+    let root = tempfile::tempdir().unwrap();
+    let src = root.path().join("src-tree");
+    write_multilanguage_tree(&src);
+    let out = root.path().join("set");
+    let generate = |out: &Path| {
+        run_tabby(
+            root.path(),
+            &[
+                "eval",
+                "generate",
+                "--src",
+                src.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--name",
+                "tiny",
+            ],
+        )
+    };
+    let (status, stdout, stderr) = generate(&out);
+    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let queries = read_results(&out.join("queries.jsonl"));
+    let nl: Vec<&Value> = queries.iter().filter(|q| q["kind"] == "nl").collect();
+    let cc: Vec<&Value> = queries
+        .iter()
+        .filter(|q| q["kind"] == "completion")
+        .collect();
+    let find = |sentence: &str| {
+        *nl.iter()
+            .find(|q| q["query"] == sentence)
+            .unwrap_or_else(|| panic!("no nl query {sentence:?} in {nl:#?}"))
+    };
+    // One documented definition per language, found by its doc's first sentence, with the
+    // definition's lines as the target (Go's leading name dropped).
+    for (sentence, file, start, end) in [
+        (
+            "Collapse runs of spaces and tabs into single spaces.",
+            "lib/strings.py",
+            1,
+            3,
+        ),
+        (
+            "Capitalize the first letter of every word in the text.",
+            "lib/strings.py",
+            6,
+            10,
+        ),
+        (
+            "Parses a comma separated list of integers.",
+            "src/parse.rs",
+            3,
+            5,
+        ),
+        (
+            "returns the characters of a string in reverse order.",
+            "util/strings.go",
+            4,
+            10,
+        ),
+        (
+            "Formats a byte count as a human readable size.",
+            "web/format.ts",
+            4,
+            6,
+        ),
+        (
+            "Computes the area of a circle with the given radius.",
+            "java/Geometry.java",
+            5,
+            7,
+        ),
+    ] {
+        let q = find(sentence);
+        assert_eq!(q["corpus"], "nodocs");
+        assert_eq!(
+            q["relevant"],
+            json!([{"filepath": file, "start_line": start, "end_line": end}]),
+            "{sentence}"
+        );
+    }
+    assert_eq!(nl.len(), 6, "{nl:#?}");
+    // The nodocs corpus blanks exactly those docs, line numbers kept; a docstring that was its
+    // body's only statement becomes `...`.
+    let nodocs = |rel: &str| std::fs::read_to_string(out.join("corpus-nodocs").join(rel)).unwrap();
+    let full = |rel: &str| std::fs::read_to_string(out.join("corpus-full").join(rel)).unwrap();
+    for rel in [
+        "lib/strings.py",
+        "src/parse.rs",
+        "util/strings.go",
+        "web/format.ts",
+        "java/Geometry.java",
+    ] {
+        assert_eq!(
+            nodocs(rel).lines().count(),
+            full(rel).lines().count(),
+            "{rel}"
+        );
+        for sentence in [
+            "Collapse",
+            "Capitalize",
+            "Parses a comma",
+            "returns the characters",
+            "Formats a byte",
+            "Computes the area",
+        ] {
+            assert!(
+                !nodocs(rel).contains(sentence),
+                "{rel} still holds {sentence:?}"
+            );
+        }
+    }
+    let py: Vec<String> = nodocs("lib/strings.py")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(py[1], "", "{py:?}");
+    assert_eq!(py[6], "    ...", "{py:?}");
+    assert_eq!(full("app.py"), nodocs("app.py"));
+
+    // Completion: each cross-file call, its query the lines before the name, never naming it.
+    let mut callees: Vec<&str> = cc.iter().map(|q| q["symbol"].as_str().unwrap()).collect();
+    callees.sort();
+    assert_eq!(
+        callees,
+        [
+            "ReverseString",
+            "circleArea",
+            "formatByteSize",
+            "normalize_whitespace",
+            "parse_integer_list"
+        ]
+    );
+    for q in &cc {
+        let symbol = q["symbol"].as_str().unwrap();
+        let text = q["query"].as_str().unwrap();
+        assert!(!text.contains(symbol), "{q}");
+        let file = full(q["filepath"].as_str().unwrap());
+        let line = q["cursor"]["line"].as_u64().unwrap() as usize;
+        let column = q["cursor"]["column"].as_u64().unwrap() as usize;
+        assert!(
+            file.lines().nth(line - 1).unwrap()[column..].starts_with(symbol),
+            "{q}"
+        );
+        assert!(
+            text.ends_with(&file.lines().nth(line - 1).unwrap()[..column]),
+            "{q}"
+        );
+    }
+    let reverse = cc.iter().find(|q| q["symbol"] == "ReverseString").unwrap();
+    assert_eq!(reverse["filepath"], "main.go");
+    assert_eq!(
+        reverse["relevant"],
+        json!([{"filepath": "util/strings.go", "start_line": 4, "end_line": 10}])
+    );
+
+    // Seeded: a second run writes the same set.
+    let again = root.path().join("again");
+    assert!(generate(&again).0.success());
+    assert_eq!(
+        std::fs::read(out.join("queries.jsonl")).unwrap(),
+        std::fs::read(again.join("queries.jsonl")).unwrap()
+    );
+
+    // The set runs through `tabby eval`, with the service's row and the ranker's features.
+    let features = root.path().join("features.jsonl");
+    let (status, stdout, stderr) = run_tabby(
+        root.path(),
+        &[
+            "eval",
+            "--queries",
+            out.join("queries.jsonl").to_str().unwrap(),
+            "--corpus",
+            out.to_str().unwrap(),
+            "--embedding",
+            "hash",
+            "--features-out",
+            features.to_str().unwrap(),
+        ],
+    );
+    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("ranker: linear-v1"), "{stdout}");
+    assert_eq!(table_row(&stdout, "| service | nl |")[0], 6.0);
+    assert_eq!(table_row(&stdout, "| service | completion |")[0], 5.0);
+    let rows = read_results(&features);
+    assert_eq!(rows.len(), queries.len());
+    for row in &rows {
+        let names = row["features"].as_array().unwrap();
+        for c in row["candidates"].as_array().unwrap() {
+            assert_eq!(c["x"].as_array().unwrap().len(), names.len(), "{row}");
+        }
+    }
+    assert!(
+        rows.iter().any(|r| r["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["relevant"] == true)),
+        "some candidate is labelled relevant"
+    );
+}
+
+#[test]
+fn eval_generate_and_ranker_reject_bad_input_with_a_message() {
+    let root = tempfile::tempdir().unwrap();
+    let (status, _, stderr) = run_tabby(
+        root.path(),
+        &[
+            "eval",
+            "generate",
+            "--src",
+            "/nonexistent/tree",
+            "--out",
+            "x",
+            "--name",
+            "n",
+        ],
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("is not a directory"), "{stderr}");
+    let empty = root.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(empty.join("notes.txt"), "just words").unwrap();
+    let (status, _, stderr) = run_tabby(
+        root.path(),
+        &[
+            "eval",
+            "generate",
+            "--src",
+            empty.to_str().unwrap(),
+            "--out",
+            "x",
+            "--name",
+            "n",
+        ],
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("holds no source files"), "{stderr}");
+    let (status, _, stderr) = run_tabby(
+        root.path(),
+        &[
+            "eval",
+            "generate",
+            "--src",
+            empty.to_str().unwrap(),
+            "--out",
+            "x",
+            "--name",
+            "../up",
+        ],
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("plain word"), "{stderr}");
+
+    let f = Fixture::new();
+    let ranker = f.root.path().join("ranker.json");
+    std::fs::write(
+        &ranker,
+        r#"{"version":"x","features":["bias"],"weights":{"code":[1],"nl":[1]}}"#,
+    )
+    .unwrap();
+    let (status, _, stderr) = f.eval(&f.queries, &["--ranker", ranker.to_str().unwrap()]);
+    assert!(!status.success());
+    assert!(stderr.contains("trained on the features"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -324,7 +324,8 @@ impl Default for CompletionConfig {
     }
 }
 
-/// Thresholds and sizes of one code search. When given in the config, all five keys are required.
+/// Thresholds and sizes of one code search. When given in the config, upstream's five keys are
+/// required; `max_hits_per_file` is ours and optional.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct CodeSearchParams {
     pub min_embedding_score: f32,
@@ -332,6 +333,10 @@ pub struct CodeSearchParams {
     pub min_rrf_score: f32,
     pub num_to_return: usize,
     pub num_to_score: usize,
+    /// Hits one file may give at most; 0: no cap. Upstream caps at 2; `tabby eval` on
+    /// generated sets chose no cap (README, "Learned ranking").
+    #[serde(default)]
+    pub max_hits_per_file: usize,
 }
 
 impl CodeSearchParams {
@@ -350,6 +355,7 @@ impl CodeSearchParams {
             min_rrf_score: 0.028,
             num_to_return: 20,
             num_to_score: 40,
+            max_hits_per_file: 2,
         }
     }
 
@@ -361,6 +367,7 @@ impl CodeSearchParams {
             min_rrf_score: f32::NEG_INFINITY,
             num_to_return,
             num_to_score,
+            max_hits_per_file: 0,
         }
     }
 
@@ -371,6 +378,7 @@ impl CodeSearchParams {
             min_rrf_score: -1.0,
             num_to_return: 10,
             num_to_score: 100,
+            max_hits_per_file: 0,
         }
     }
 }
@@ -774,6 +782,8 @@ top_level_keywords = ["fn"]
         assert_eq!(http.additional_stop_words, vec!["<END>"]);
         assert!(matches!(&c.model.embedding, Some(ModelConfig::Local(l)) if l.parallelism == 4));
         assert_eq!(c.completion.code_search_params.num_to_return, 5);
+        // Upstream's five keys are enough; our per-file cap then means none.
+        assert_eq!(c.completion.code_search_params.max_hits_per_file, 0);
         assert_eq!(c.answer.system_prompt, "be brief");
         assert_eq!(c.language_table().get("zig").canonical_name(), "zig");
     }

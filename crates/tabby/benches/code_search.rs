@@ -194,7 +194,7 @@ async fn run(chunks: usize) {
         legs_ms.sort_by(f64::total_cmp);
         full_ms.sort_by(f64::total_cmp);
         println!(
-            "{chunks:>7} chunks  both legs: p50 {:>7.2} ms p99 {:>7.2} ms | full search (RRF + hits): p50 {:>7.2} ms p99 {:>7.2} ms  ({} queries)",
+            "{chunks:>7} chunks  both legs: p50 {:>7.2} ms p99 {:>7.2} ms | full search (fusion + hits): p50 {:>7.2} ms p99 {:>7.2} ms  ({} queries)",
             percentile(&legs_ms, 0.5),
             percentile(&legs_ms, 0.99),
             percentile(&full_ms, 0.5),

@@ -198,6 +198,8 @@ pub struct EvalArgs {
     pub strategy: QueryStrategy,
     pub num_to_score: usize,
     pub thresholds: bool,
+    pub ranker: Option<PathBuf>,
+    pub features_out: Option<PathBuf>,
     /// `--mode completion`: the variants and the query limit.
     pub completion: Option<(String, Option<usize>)>,
 }
@@ -213,8 +215,13 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
         strategy,
         num_to_score,
         thresholds,
+        ranker,
+        features_out,
         completion,
     } = args;
+    let ranker = ranker
+        .map(|p| crate::services::code::ranker::Ranker::load(&p).map(Arc::new))
+        .transpose()?;
     if num_to_score == 0 {
         anyhow::bail!("--num-to-score must be at least 1");
     }
@@ -273,6 +280,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
             out,
             config,
             model,
+            ranker,
         })
         .await;
     }
@@ -285,6 +293,8 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
         strategy,
         num_to_score,
         thresholds,
+        ranker,
+        features_out,
         config,
     })
     .await

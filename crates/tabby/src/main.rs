@@ -25,6 +25,8 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// Parsed once at start: the size of the biggest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Start the HTTP server: /v1/completions, /v1/chat/completions, /v1/events, /v1/health,
     /// /v1beta/search, /v1beta/models, /v1beta/server_setting, /mcp, /metrics and
@@ -75,17 +77,22 @@ enum Command {
     },
     /// Measure retrieval quality: index a corpus into a temporary index, run labelled queries
     /// through each search leg and print Recall@1/5/10, MRR@10 and nDCG@10 per kind and leg.
+    /// `tabby eval generate` builds such a set from any source tree.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Eval {
+        #[command(subcommand)]
+        generate: Option<EvalCommand>,
         /// Queries in the eval set's JSONL format (see shared/eval/README.md).
-        #[arg(long)]
-        queries: PathBuf,
+        #[arg(long, required = true)]
+        queries: Option<PathBuf>,
         /// The corpus directory (with corpus-full/ and corpus-nodocs/ when present).
-        #[arg(long)]
-        corpus: PathBuf,
+        #[arg(long, required = true)]
+        corpus: Option<PathBuf>,
         /// Comma-separated legs to score.
         /// (`imports`: import-aware candidates alone; `imports+rrf`: what completion retrieval
-        /// returns, import candidates then the fused hits.)
-        #[arg(long, default_value = "bm25,embedding,rrf,imports+rrf")]
+        /// returns, import candidates then the fused hits; `service`: what search returns with
+        /// the default configuration, the learned ranker's order; `rrf`: plain RRF fusion.)
+        #[arg(long, default_value = "bm25,embedding,rrf,service,imports+rrf")]
         legs: String,
         /// Write results here (one file per leg: NAME.<leg>.jsonl when several legs).
         #[arg(long)]
@@ -105,6 +112,14 @@ enum Command {
         /// Apply the configured score thresholds (default: off, to rank every candidate).
         #[arg(long)]
         thresholds: bool,
+        /// A ranker file (scripts/eval/train_ranker.py's output) to use instead of the
+        /// built-in one.
+        #[arg(long, value_name = "PATH")]
+        ranker: Option<PathBuf>,
+        /// Write every candidate of both legs with the ranker's features and whether it is
+        /// relevant, one JSON line per query (the ranker's training data).
+        #[arg(long, value_name = "PATH")]
+        features_out: Option<PathBuf>,
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
         /// `retrieval`: score each search leg. `completion`: run the completion queries through
@@ -140,6 +155,36 @@ enum Command {
         /// Your auth token from the web UI (or set TABBY_TOKEN, which keeps it out of `ps`).
         #[arg(long, env = "TABBY_TOKEN", hide_env_values = true)]
         token: Option<String>,
+    },
+}
+
+#[derive(clap::Subcommand)]
+enum EvalCommand {
+    /// Build a labelled set (shared/eval's format: queries.jsonl, corpus-full/, corpus-nodocs/)
+    /// from a source tree: nl queries from doc comments and docstrings, completion queries from
+    /// cross-file calls, in every language with a tree-sitter tags query. Seeded.
+    Generate {
+        /// The source tree (a directory or a git work tree).
+        #[arg(long)]
+        src: PathBuf,
+        /// Where to write the set.
+        #[arg(long)]
+        out: PathBuf,
+        /// The set's name (query ids are NAME-nl-0000, NAME-cc-0000).
+        #[arg(long)]
+        name: String,
+        /// Only files of this language (`python`, `rust`, `go`, `java`,
+        /// `javascript-typescript`, …).
+        #[arg(long)]
+        language: Option<String>,
+        #[arg(long, default_value_t = 20240601)]
+        seed: u64,
+        /// nl queries at most (shared/eval's click set has 110).
+        #[arg(long, default_value_t = 110)]
+        max_nl: usize,
+        /// completion queries at most (click: 93).
+        #[arg(long, default_value_t = 93)]
+        max_completion: usize,
     },
 }
 
@@ -209,14 +254,38 @@ fn main() -> std::process::ExitCode {
                 query,
             } => tabby::cli::search(config, repo, language, json, limit, query).await,
             Command::Eval {
-                queries,
-                corpus,
+                generate:
+                    Some(EvalCommand::Generate {
+                        src,
+                        out,
+                        name,
+                        language,
+                        seed,
+                        max_nl,
+                        max_completion,
+                    }),
+                ..
+            } => tabby::eval::generate::run(tabby::eval::generate::GenerateOptions {
+                src,
+                out,
+                name,
+                language,
+                seed,
+                max_nl,
+                max_completion,
+            }),
+            Command::Eval {
+                generate: None,
+                queries: Some(queries),
+                corpus: Some(corpus),
                 legs,
                 out,
                 embedding,
                 strategy,
                 num_to_score,
                 thresholds,
+                ranker,
+                features_out,
                 config,
                 mode,
                 variants,
@@ -232,6 +301,8 @@ fn main() -> std::process::ExitCode {
                     strategy: strategy.into(),
                     num_to_score,
                     thresholds,
+                    ranker,
+                    features_out,
                     completion: match mode {
                         EvalModeArg::Retrieval => None,
                         EvalModeArg::Completion => Some((variants, limit)),
@@ -239,6 +310,9 @@ fn main() -> std::process::ExitCode {
                 })
                 .await
             }
+            Command::Eval { .. } => Err(anyhow::anyhow!(
+                "tabby eval needs --queries and --corpus, or the generate subcommand"
+            )),
             Command::Download { model } => tabby::download::download(model).await,
         }
     });

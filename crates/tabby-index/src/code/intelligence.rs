@@ -217,12 +217,28 @@ fn parse(canonical: &str, text: &str) -> Option<Tree> {
 /// name node (the earliest pattern wins, `@ignore` claims the node), in name order. Only
 /// definitions are kept.
 fn definitions(intel: &LanguageIntelligence, tree: &Tree, text: &str) -> Vec<Tag> {
+    tags(intel, tree, text)
+        .into_iter()
+        .filter(|t| t.is_definition)
+        .map(|t| t.tag)
+        .collect()
+}
+
+/// One tag with the node it was captured on.
+struct Captured<'t> {
+    tag: Tag,
+    node: Node<'t>,
+    is_definition: bool,
+}
+
+/// Definitions and references of the tags query (see [`definitions`] for the rules).
+fn tags<'t>(intel: &LanguageIntelligence, tree: &'t Tree, text: &str) -> Vec<Captured<'t>> {
     let query = &intel.tags.query;
     let captures = capture_roles(intel);
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(query, tree.root_node(), text.as_bytes());
     // Keyed by the name's (end, start), like tree-sitter-tags' queue.
-    let mut found: Vec<((usize, usize), usize, Option<Tag>)> = Vec::new();
+    let mut found: Vec<((usize, usize), usize, Option<Captured<'t>>)> = Vec::new();
     while let Some(m) = matches.next() {
         let mut name_node = None;
         let mut tag_node: Option<(Node, &CaptureRole)> = None;
@@ -261,11 +277,15 @@ fn definitions(intel: &LanguageIntelligence, tree: &Tree, text: &str) -> Vec<Tag
                 } else {
                     name_node.end_position()
                 };
-                is_definition.then(|| Tag {
-                    name: text.get(name_range.clone()).unwrap_or_default().to_string(),
-                    kind: kind.clone(),
-                    line_range: start.row..end.row + 1,
-                    name_range,
+                Some(Captured {
+                    tag: Tag {
+                        name: text.get(name_range.clone()).unwrap_or_default().to_string(),
+                        kind: kind.clone(),
+                        line_range: start.row..end.row + 1,
+                        name_range,
+                    },
+                    node,
+                    is_definition: *is_definition,
                 })
             }
             _ if ignored => None,
@@ -283,6 +303,181 @@ fn definitions(intel: &LanguageIntelligence, tree: &Tree, text: &str) -> Vec<Tag
         }
     }
     found.into_iter().filter_map(|(_, _, tag)| tag).collect()
+}
+
+/// A definition's documentation: a Python docstring, or the doc comment right above it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Doc {
+    /// 0-based lines the docstring or comment spans.
+    pub lines: Range<usize>,
+    /// Its text without quotes or comment markers.
+    pub text: String,
+    /// A docstring that is its body's only statement (blanking it needs a placeholder).
+    pub only_statement: bool,
+}
+
+/// A reference of the tags query: a call, a type's use, …
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reference {
+    pub name: String,
+    /// `call`, `class`, `implementation`, …
+    pub kind: String,
+    /// 0-based line and byte column of the name.
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Definitions (each with its documentation, when it has one) and references of a file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FileTags {
+    pub definitions: Vec<(Tag, Option<Doc>)>,
+    pub references: Vec<Reference>,
+}
+
+/// The tags of `text` with documentation (None without a grammar or when it does not parse).
+pub fn file_tags(canonical: &str, text: &str) -> Option<FileTags> {
+    let intel = intelligence(canonical)?;
+    let tree = parse(canonical, text)?;
+    let mut out = FileTags::default();
+    for captured in tags(intel, &tree, text) {
+        if captured.is_definition {
+            let doc = doc_of(canonical, captured.node, text);
+            out.definitions.push((captured.tag, doc));
+        } else {
+            let line_start = text[..captured.tag.name_range.start]
+                .rfind('\n')
+                .map_or(0, |i| i + 1);
+            out.references.push(Reference {
+                line: text[..captured.tag.name_range.start].matches('\n').count(),
+                column: captured.tag.name_range.start - line_start,
+                name: captured.tag.name,
+                kind: captured.tag.kind,
+            });
+        }
+    }
+    Some(out)
+}
+
+/// Node kinds that sit between a doc comment and what it documents.
+const DOC_TRANSPARENT: &[&str] = &[
+    "attribute_item",
+    "decorator",
+    "annotation",
+    "marker_annotation",
+];
+/// Containers whose children are the definitions: a doc comment is never looked for above them.
+const DOC_CONTAINERS: &[&str] = &[
+    "program",
+    "source_file",
+    "module",
+    "class_body",
+    "declaration_list",
+    "block",
+    "statement_block",
+    "translation_unit",
+    "compilation_unit",
+    "field_declaration_list",
+    "interface_body",
+    "enum_body",
+    "object_type",
+];
+
+fn doc_of(canonical: &str, node: Node, text: &str) -> Option<Doc> {
+    if canonical == "python" {
+        return python_docstring(node, text);
+    }
+    // What the comment sits above: the definition, or the statement that starts on its line
+    // (`export function f`, `const f = () => …`, `pub(crate) fn` inside a macro…).
+    let mut anchor = node;
+    while let Some(parent) = anchor.parent() {
+        if DOC_CONTAINERS.contains(&parent.kind())
+            || parent.start_position().row != anchor.start_position().row
+        {
+            break;
+        }
+        anchor = parent;
+    }
+    let mut next_row = anchor.start_position().row;
+    let mut sibling = anchor.prev_sibling();
+    let mut comments: Vec<Node> = Vec::new();
+    while let Some(s) = sibling {
+        if s.end_position().row + 1 < next_row {
+            break;
+        }
+        if DOC_TRANSPARENT.contains(&s.kind()) && comments.is_empty() {
+            next_row = s.start_position().row;
+        } else if s.kind().contains("comment") {
+            comments.push(s);
+            next_row = s.start_position().row;
+        } else {
+            break;
+        }
+        sibling = s.prev_sibling();
+    }
+    comments.reverse();
+    // Only documentation comments: `///` and `/** */` everywhere, `//` lines in Go, `#` in Ruby.
+    let marker_ok = |t: &str| match canonical {
+        "go" => t.starts_with("//"),
+        "ruby" | "shellscript" => t.starts_with('#'),
+        "lua" => t.starts_with("---"),
+        _ => t.starts_with("///") || t.starts_with("/**"),
+    };
+    // A run of line comments: keep the contiguous doc ones right above the definition.
+    let mut kept: Vec<Node> = Vec::new();
+    for c in comments.iter().rev() {
+        let t = text.get(c.byte_range()).unwrap_or_default();
+        if !marker_ok(t) || t.starts_with("//!") || t.starts_with("/*!") {
+            break;
+        }
+        kept.push(*c);
+    }
+    kept.reverse();
+    let (first, last) = (kept.first()?, kept.last()?);
+    let body: Vec<String> = kept
+        .iter()
+        .flat_map(|c| text.get(c.byte_range()).unwrap_or_default().lines())
+        .map(|line| strip_comment_marker(line.trim()))
+        .collect();
+    Some(Doc {
+        lines: first.start_position().row..last.end_position().row + 1,
+        text: body.join("\n").trim().to_string(),
+        only_statement: false,
+    })
+}
+
+fn strip_comment_marker(line: &str) -> String {
+    let mut l = line;
+    for prefix in ["/**", "///", "---", "//", "#", "*"] {
+        if let Some(rest) = l.strip_prefix(prefix) {
+            l = rest;
+            break;
+        }
+    }
+    let l = l.strip_suffix("*/").unwrap_or(l);
+    l.strip_prefix(' ').unwrap_or(l).trim_end().to_string()
+}
+
+fn python_docstring(node: Node, text: &str) -> Option<Doc> {
+    let body = node.child_by_field_name("body")?;
+    let first = body.named_child(0)?;
+    if first.kind() != "expression_statement" {
+        return None;
+    }
+    let string = first.named_child(0)?;
+    if string.kind() != "string" || first.named_child_count() != 1 {
+        return None;
+    }
+    let raw = text.get(string.byte_range())?;
+    let inner = raw.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    let quote = ["\"\"\"", "\'\'\'", "\"", "\'"]
+        .into_iter()
+        .find(|q| inner.starts_with(q) && inner.ends_with(q) && inner.len() >= 2 * q.len())?;
+    let content = &inner[quote.len()..inner.len() - quote.len()];
+    Some(Doc {
+        lines: first.start_position().row..first.end_position().row + 1,
+        text: content.trim().to_string(),
+        only_statement: body.named_child_count() == 1,
+    })
 }
 
 /// What each capture of a tags query stands for.

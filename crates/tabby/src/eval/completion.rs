@@ -167,6 +167,8 @@ pub struct CompletionEvalOptions {
     pub out: Option<PathBuf>,
     pub config: Config,
     pub model: CompletionModel,
+    /// Another ranker than the built-in one (`--ranker`).
+    pub ranker: Option<Arc<crate::services::code::ranker::Ranker>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -281,6 +283,9 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         languages.clone(),
     );
     search.query_strategy = options.strategy;
+    if let Some(ranker) = &options.ranker {
+        search.ranker = Some(ranker.clone());
+    }
     let search: Arc<dyn CodeSearch> = Arc::new(search);
 
     let mut out = match &options.out {

@@ -6,6 +6,7 @@
 //! same and the line ranges overlap; only the top 10 count; nDCG credits each relevant range once.
 
 mod completion;
+pub mod generate;
 
 pub use completion::{CompletionEvalOptions, Variant, run as run_completion};
 
@@ -42,6 +43,8 @@ pub enum Leg {
     Imports,
     /// What completion retrieval returns: import candidates, then the fused hits.
     ImportsRrf,
+    /// What search returns with the default configuration (the learned ranker's order).
+    Service,
     /// The evidence pack for the query as the task (`/v1beta/context`, default budget), its
     /// items in pack order.
     Pack,
@@ -57,8 +60,9 @@ impl Leg {
                 "imports" => Ok(Leg::Imports),
                 "imports+rrf" => Ok(Leg::ImportsRrf),
                 "pack" => Ok(Leg::Pack),
+                "service" => Ok(Leg::Service),
                 other => bail!(
-                    "unknown leg {other:?}: expected bm25, embedding, rrf, imports, imports+rrf or pack"
+                    "unknown leg {other:?}: expected bm25, embedding, rrf, service, imports, imports+rrf or pack"
                 ),
             })
             .collect()
@@ -71,6 +75,7 @@ impl Leg {
             Leg::Rrf => "rrf",
             Leg::Imports => "imports",
             Leg::ImportsRrf => "imports+rrf",
+            Leg::Service => "service",
             Leg::Pack => "pack",
         }
     }
@@ -109,6 +114,10 @@ pub struct EvalOptions {
     /// Apply the configured thresholds (completion params for completion queries, answer params
     /// for nl queries) instead of switching them off.
     pub thresholds: bool,
+    /// Another ranker than the built-in one.
+    pub ranker: Option<Arc<crate::services::code::ranker::Ranker>>,
+    /// Where to write each query's candidates with their features and labels.
+    pub features_out: Option<PathBuf>,
     pub config: Config,
 }
 
@@ -312,7 +321,21 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         Arc::new(languages),
     );
     service.query_strategy = options.strategy;
+    if let Some(ranker) = &options.ranker {
+        service.ranker = Some(ranker.clone());
+    }
+    let ranker_version = service
+        .ranker
+        .as_ref()
+        .map_or("none (RRF)".to_string(), |r| r.version.clone());
     let service = Arc::new(service);
+    let mut features_out = match &options.features_out {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot write {}", path.display()))?,
+        )),
+        None => None,
+    };
     let context = Arc::new(crate::services::context::ContextService {
         code_search: service.clone(),
         files: Arc::new(tabby_index::repo_files::RepoFiles::new(
@@ -347,23 +370,35 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             content: query.query.clone(),
             source_id: format!("eval:{source}"),
         };
+        let configured = if is_completion {
+            &options.config.completion.code_search_params
+        } else {
+            &options.config.answer.code_search_params
+        };
         let mut params = if options.thresholds {
-            if is_completion {
-                options.config.completion.code_search_params.clone()
-            } else {
-                options.config.answer.code_search_params.clone()
-            }
+            configured.clone()
         } else {
             CodeSearchParams::without_thresholds(K, options.num_to_score)
         };
         params.num_to_return = K;
+        // The per-file cap is the configured one either way (the service's).
+        params.max_hits_per_file = configured.max_hits_per_file;
         let t = Instant::now();
         let legs = service
             .search_legs(&search_query, params.num_to_score)
             .await?;
         let fused = service.fuse(&legs);
-        let rrf_hits = finish(&legs.searcher, fused.clone(), &params, legs.has_embedding);
+        let service_hits = finish(&legs.searcher, fused.clone(), &params, legs.has_embedding);
         latencies.push(t.elapsed());
+        let rrf_hits = finish(
+            &legs.searcher,
+            service.fuse_rrf(&legs),
+            &params,
+            legs.has_embedding,
+        );
+        if let Some(out) = features_out.as_mut() {
+            write_features(out, query, &legs)?;
+        }
 
         // Ceilings: where the relevant chunks are among all candidates, and the fused top 10
         // without the per-file cap.
@@ -448,10 +483,11 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             let ranges: Vec<Range> = match leg {
                 Leg::Pack => pack_hits.clone(),
                 Leg::Rrf => rrf_hits.iter().map(|h| to_range(&h.doc)).collect(),
+                Leg::Service => service_hits.iter().map(|h| to_range(&h.doc)).collect(),
                 Leg::Imports => import_hits.clone(),
                 Leg::ImportsRrf => {
                     let mut all = import_hits.clone();
-                    for r in rrf_hits.iter().map(|h| to_range(&h.doc)) {
+                    for r in service_hits.iter().map(|h| to_range(&h.doc)) {
                         if !all
                             .iter()
                             .any(|a| a.filepath == r.filepath && a.start_line == r.start_line)
@@ -511,8 +547,11 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         }
     }
 
+    if let Some(mut out) = features_out {
+        out.flush()?;
+    }
     println!(
-        "embedding: {}   query strategy: {:?}   thresholds: {}",
+        "embedding: {}   query strategy: {:?}   ranker: {ranker_version}   thresholds: {}",
         options
             .embedding
             .as_ref()
@@ -540,7 +579,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         );
     }
     println!(
-        "\nceilings (recall over each leg's {} candidates, and the fused top {K} without the cap of two hits per file):",
+        "\nceilings (recall over each leg's {} candidates, and the fused top {K} without a per-file cap):",
         if options.thresholds {
             "configured number of".to_string()
         } else {
@@ -548,7 +587,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         }
     );
     println!(
-        "| kind | n | bm25 candidates | embedding candidates | either leg | rrf top {K}, no per-file cap |"
+        "| kind | n | bm25 candidates | embedding candidates | either leg | service top {K}, no per-file cap |"
     );
     println!("|---|---|---|---|---|---|");
     for (kind, c) in &ceilings {
@@ -578,6 +617,45 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         percentile(&latencies, 0.99),
         latencies.len()
     );
+    Ok(())
+}
+
+/// One JSON line: the query's id, set, kind and language, and each candidate of either leg
+/// with the ranker's features and whether it overlaps a relevant range (the training data of
+/// scripts/eval/train_ranker.py).
+fn write_features(
+    out: &mut impl Write,
+    query: &EvalQuery,
+    legs: &crate::services::code::SearchLegs,
+) -> anyhow::Result<()> {
+    use crate::services::code::ranker;
+    let mut candidates = ranker::candidates(&legs.searcher, &legs.bm25, &legs.embedding);
+    candidates.sort_by_key(|c| c.address);
+    let rows: Vec<_> = candidates
+        .iter()
+        .filter_map(|c| {
+            let doc = CodeSearchService::document(&legs.searcher, c.address)?;
+            let range = to_range(&doc);
+            let relevant = recall_in(query, std::slice::from_ref(&range)) > 0.0;
+            Some(json!({
+                "file": doc.file_id,
+                "relevant": relevant,
+                "x": c.features,
+            }))
+        })
+        .collect();
+    writeln!(
+        out,
+        "{}",
+        json!({
+            "id": query.id,
+            "kind": query.kind,
+            "ranker_kind": format!("{:?}", legs.kind).to_lowercase(),
+            "language": query.language,
+            "features": ranker::FEATURES,
+            "candidates": rows,
+        })
+    )?;
     Ok(())
 }
 

@@ -35,6 +35,7 @@ pub struct SearchParamsOverride {
     pub min_rrf_score: Option<f32>,
     pub num_to_return: Option<usize>,
     pub num_to_score: Option<usize>,
+    pub max_hits_per_file: Option<usize>,
 }
 
 impl SearchParamsOverride {
@@ -53,6 +54,9 @@ impl SearchParamsOverride {
         }
         if let Some(v) = self.num_to_score {
             base.num_to_score = v.min(10_000);
+        }
+        if let Some(v) = self.max_hits_per_file {
+            base.max_hits_per_file = v;
         }
         base
     }

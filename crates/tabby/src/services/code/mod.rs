@@ -1,11 +1,13 @@
 //! Hybrid code search over the code corpus: a BM25 leg on code tokens and an embedding leg on
-//! binarized embeddings, both under the same zero-scored filters, fused with Reciprocal Rank
-//! Fusion, capped at two hits per file and thresholded.
+//! binarized embeddings, both under the same zero-scored filters, fused by the learned ranker
+//! (`ranker.rs`; Reciprocal Rank Fusion for the upstream strategy), capped per file
+//! and thresholded.
 
 mod hamming;
 mod import_search;
 mod imports;
 pub mod query;
+pub mod ranker;
 pub mod symbols;
 
 use std::{
@@ -41,10 +43,10 @@ use self::hamming::{
     BitsCache, CachedFilterQuery, FilterCache, ScanFilter, hamming_leg, pack_words, sort_hits,
 };
 pub use self::query::QueryStrategy;
+use self::ranker::{QueryKind, Ranker};
 
 /// RRF constant: each list contributes 1 / (RRF_K + rank), ranks from 1.
 const RRF_K: f32 = 60.0;
-const MAX_HITS_PER_FILE: usize = 2;
 
 #[derive(Clone)]
 pub struct CodeSearchEmbedding {
@@ -67,6 +69,8 @@ pub struct CodeSearchService {
     embedding: Option<CodeSearchEmbedding>,
     languages: Arc<LanguageTable>,
     pub query_strategy: QueryStrategy,
+    /// The learned ranker the tuned strategy fuses with (default: the built-in one; None: RRF).
+    pub ranker: Option<Arc<Ranker>>,
     loaded: Mutex<Option<Arc<Loaded>>>,
     bits: Arc<BitsCache>,
     filter_docs: Arc<FilterCache>,
@@ -80,6 +84,7 @@ pub struct SearchLegs {
     pub embedding: LegHits,
     /// Whether the embedding leg ran (an embedding model matching the index exists).
     pub has_embedding: bool,
+    pub kind: QueryKind,
 }
 
 impl CodeSearchService {
@@ -93,6 +98,7 @@ impl CodeSearchService {
             embedding,
             languages,
             query_strategy: QueryStrategy::default(),
+            ranker: Ranker::builtin(),
             loaded: Mutex::new(None),
             bits: Arc::new(BitsCache::default()),
             filter_docs: Arc::default(),
@@ -191,6 +197,7 @@ impl CodeSearchService {
             prune_common: self.query_strategy.prunes_common_terms(),
             row_factors: self.query_strategy.row_factors(),
         };
+
         let embedding = self
             .embedding
             .as_ref()
@@ -256,6 +263,7 @@ impl CodeSearchService {
             bm25,
             embedding: embedding_hits,
             has_embedding,
+            kind: QueryKind::of(&query.content, query.filepath.as_deref()),
         })
     }
 
@@ -449,6 +457,17 @@ impl RowColumns {
         })
     }
 
+    /// (in a test file, a definition starts in it) for one row.
+    fn flags(&self, doc: tantivy::DocId) -> (bool, bool) {
+        let value = |column: &Option<tantivy::columnar::Column<u64>>| {
+            column.as_ref().and_then(|c| c.first(doc))
+        };
+        (
+            value(&self.in_test) == Some(1),
+            value(&self.defines) != Some(0),
+        )
+    }
+
     fn factor(&self, factors: &RowFactors, doc: tantivy::DocId) -> f32 {
         let value = |column: &Option<tantivy::columnar::Column<u64>>| {
             column.as_ref().and_then(|c| c.first(doc))
@@ -487,6 +506,9 @@ const MAX_PENALTY_FETCH: usize = 10_000;
 pub struct Fused {
     pub address: DocAddress,
     pub scores: CodeSearchScores,
+    /// What the candidates are ordered by: the learned score, or the RRF score (with the row
+    /// factors) for plain fusion.
+    pub order: f32,
 }
 
 /// Reciprocal Rank Fusion of the two legs, best first (ties by document address).
@@ -510,15 +532,30 @@ pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
     }
     let mut fused: Vec<Fused> = merged
         .into_iter()
-        .map(|(address, scores)| Fused { address, scores })
+        .map(|(address, scores)| Fused {
+            address,
+            order: scores.rrf,
+            scores,
+        })
         .collect();
     sort_fused(&mut fused);
     fused
 }
 
 impl CodeSearchService {
-    /// Fuses the legs: RRF, then (tuned strategy) the row factors on the fused scores.
+    /// Fuses the legs the way the service answers: the learned ranker for the tuned strategy,
+    /// plain RRF for upstream's (or when no ranker is set).
     pub fn fuse(&self, legs: &SearchLegs) -> Vec<Fused> {
+        match (&self.ranker, self.query_strategy) {
+            (Some(ranker), QueryStrategy::Tuned) => {
+                ranker.rank(legs.kind, &legs.searcher, &legs.bm25, &legs.embedding)
+            }
+            _ => self.fuse_rrf(legs),
+        }
+    }
+
+    /// RRF, then (tuned strategy) the row factors on the fused scores.
+    pub fn fuse_rrf(&self, legs: &SearchLegs) -> Vec<Fused> {
         let mut fused = rrf_merge(&legs.bm25, &legs.embedding);
         if let Some(factors) = self.query_strategy.row_factors() {
             RowColumns::scale(
@@ -526,6 +563,9 @@ impl CodeSearchService {
                 &factors,
                 fused.iter_mut().map(|f| (&mut f.scores.rrf, f.address)),
             );
+            for f in &mut fused {
+                f.order = f.scores.rrf;
+            }
             sort_fused(&mut fused);
         }
         fused
@@ -535,9 +575,8 @@ impl CodeSearchService {
 /// Best first, ties by document address.
 fn sort_fused(fused: &mut [Fused]) {
     fused.sort_by(|a, b| {
-        b.scores
-            .rrf
-            .total_cmp(&a.scores.rrf)
+        b.order
+            .total_cmp(&a.order)
             .then_with(|| a.address.cmp(&b.address))
     });
 }
@@ -550,14 +589,15 @@ pub fn passes(scores: &CodeSearchScores, params: &CodeSearchParams, has_embeddin
         && scores.rrf > params.min_rrf_score
 }
 
-/// Applies thresholds, reads the chunks, keeps at most two per file and `num_to_return`.
+/// Applies thresholds, reads the chunks, keeps at most `max_hits_per_file` per file (0: any
+/// number) and `num_to_return`.
 pub fn finish(
     searcher: &Searcher,
     fused: Vec<Fused>,
     params: &CodeSearchParams,
     has_embedding: bool,
 ) -> Vec<CodeSearchHit> {
-    finish_with_cap(searcher, fused, params, has_embedding, MAX_HITS_PER_FILE)
+    finish_with_cap(searcher, fused, params, has_embedding, per_file_cap(params))
 }
 
 /// `finish` with another per-file cap (`tabby eval` measures what the cap costs).
@@ -568,6 +608,27 @@ pub fn finish_with_cap(
     has_embedding: bool,
     max_hits_per_file: usize,
 ) -> Vec<CodeSearchHit> {
+    finish_ranked(searcher, fused, params, has_embedding, max_hits_per_file)
+        .into_iter()
+        .map(|(_, hit)| hit)
+        .collect()
+}
+
+fn per_file_cap(params: &CodeSearchParams) -> usize {
+    match params.max_hits_per_file {
+        0 => usize::MAX,
+        n => n,
+    }
+}
+
+/// `finish_with_cap`, each hit with the score it was ordered by.
+fn finish_ranked(
+    searcher: &Searcher,
+    fused: Vec<Fused>,
+    params: &CodeSearchParams,
+    has_embedding: bool,
+    max_hits_per_file: usize,
+) -> Vec<(f32, CodeSearchHit)> {
     let mut per_file: HashMap<String, usize> = HashMap::new();
     let mut hits = Vec::new();
     for candidate in fused
@@ -585,16 +646,19 @@ pub fn finish_with_cap(
             continue;
         }
         *count += 1;
-        hits.push(CodeSearchHit {
-            scores: candidate.scores,
-            doc,
-        });
+        hits.push((
+            candidate.order,
+            CodeSearchHit {
+                scores: candidate.scores,
+                doc,
+            },
+        ));
     }
     hits
 }
 
 impl CodeSearchService {
-    /// Searches several repositories and merges their hits by RRF score.
+    /// Searches several repositories and merges their hits by the score each was ranked by.
     pub async fn search_repositories(
         &self,
         content: &str,
@@ -611,11 +675,19 @@ impl CodeSearchService {
                 content: content.to_string(),
                 source_id: source_id.clone(),
             };
-            all.extend(self.search_in_language(query, params.clone()).await?);
+            let legs = self.search_legs(&query, params.num_to_score).await?;
+            let fused = self.fuse(&legs);
+            all.extend(finish_ranked(
+                &legs.searcher,
+                fused,
+                params,
+                legs.has_embedding,
+                per_file_cap(params),
+            ));
         }
-        all.sort_by(|a, b| b.scores.rrf.total_cmp(&a.scores.rrf));
+        all.sort_by(|a, b| b.0.total_cmp(&a.0));
         all.truncate(params.num_to_return);
-        Ok(all)
+        Ok(all.into_iter().map(|(_, hit)| hit).collect())
     }
 }
 

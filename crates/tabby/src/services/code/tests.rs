@@ -130,6 +130,7 @@ fn open_params(n: usize) -> CodeSearchParams {
         min_rrf_score: -1.0,
         num_to_return: n,
         num_to_score: 100,
+        max_hits_per_file: 2,
     }
 }
 
@@ -217,9 +218,30 @@ async fn at_most_two_hits_per_file() {
         hits.iter().map(|h| &h.doc.filepath).collect::<Vec<_>>()
     );
     assert!(hits.iter().any(|h| h.doc.filepath == "src/single.py"));
-    for pair in hits.windows(2) {
-        assert!(pair[0].scores.rrf >= pair[1].scores.rrf);
-    }
+    // 0: no cap (the default), every matching chunk of the file may come back.
+    let uncapped = f
+        .service
+        .search_in_language(
+            query(
+                "parse_config load_config path",
+                Some("python"),
+                None,
+                "config:a",
+            ),
+            CodeSearchParams {
+                max_hits_per_file: 0,
+                ..open_params(20)
+            },
+        )
+        .await
+        .unwrap();
+    let from_many = uncapped
+        .iter()
+        .filter(|h| h.doc.filepath == "src/many.py")
+        .count();
+    assert!(from_many > 2, "{from_many}");
+    assert_eq!(CodeSearchParams::completion_default().max_hits_per_file, 0);
+    assert_eq!(CodeSearchParams::upstream_completion().max_hits_per_file, 2);
 }
 
 #[tokio::test]
@@ -576,7 +598,7 @@ async fn fusion_halves_test_chunks_and_chunks_where_no_definition_starts() {
         .into_iter()
         .map(|f| (f.address, f.scores.rrf))
         .collect();
-    let fused = service.fuse(&legs);
+    let fused = service.fuse_rrf(&legs);
     assert_eq!(fused.len(), raw.len());
     assert!(fused.windows(2).all(|w| w[0].scores.rrf >= w[1].scores.rrf));
     let (mut bodies, mut tests) = (0, 0);
@@ -612,6 +634,61 @@ async fn fusion_halves_test_chunks_and_chunks_where_no_definition_starts() {
         .iter()
         .map(|f| (f.address, f.scores.rrf))
         .collect();
+    assert_eq!(fused, plain);
+}
+
+#[tokio::test]
+async fn learned_fusion_orders_the_union_by_its_weights_and_keeps_the_raw_scores() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    write(&dir, "mirror.py", &long_mirror_function());
+    write_unrelated(&dir, "");
+    let (mut service, _) = index_sources(tmp.path(), &[("config:m", &dir)], true).await;
+    let q = query("fetch remote mirror refs", None, None, "config:m");
+    let legs = service.search_legs(&q, 40).await.unwrap();
+    assert!(!legs.bm25.is_empty() && !legs.embedding.is_empty());
+    let raw: HashMap<_, _> = rrf_merge(&legs.bm25, &legs.embedding)
+        .into_iter()
+        .map(|f| (f.address, f.scores))
+        .collect();
+    // A ranker that only reads the BM25 rank gives the BM25 leg's order, then the chunks only
+    // the embedding leg found; one that only reads the embedding rank, the embedding order.
+    let names = serde_json::to_string(ranker::FEATURES).unwrap();
+    let only = |feature: &str| {
+        let w: Vec<f32> = ranker::FEATURES
+            .iter()
+            .map(|f| if *f == feature { 1.0 } else { 0.0 })
+            .collect();
+        let w = serde_json::to_string(&w).unwrap();
+        let text = format!(
+            r#"{{"version":"test-{feature}","features":{names},"weights":{{"code":{w},"nl":{w}}}}}"#
+        );
+        Arc::new(ranker::Ranker::parse(&text).unwrap())
+    };
+    for (feature, leg) in [("bm25_rr", &legs.bm25), ("emb_rr", &legs.embedding)] {
+        service.ranker = Some(only(feature));
+        let fused = service.fuse(&legs);
+        assert_eq!(fused.len(), raw.len(), "the union of both legs");
+        let order: Vec<_> = fused.iter().take(leg.len()).map(|f| f.address).collect();
+        let expected: Vec<_> = leg.iter().map(|(_, a)| *a).collect();
+        assert_eq!(order, expected, "{feature}");
+        for f in &fused {
+            let scores = &raw[&f.address];
+            assert_eq!(
+                (f.scores.rrf, f.scores.bm25, f.scores.embedding),
+                (scores.rrf, scores.bm25, scores.embedding),
+                "thresholds read the unscaled scores"
+            );
+        }
+    }
+    // The upstream strategy ignores the ranker.
+    service.query_strategy = QueryStrategy::Upstream;
+    let legs = service.search_legs(&q, 40).await.unwrap();
+    let plain: Vec<_> = rrf_merge(&legs.bm25, &legs.embedding)
+        .iter()
+        .map(|f| f.address)
+        .collect();
+    let fused: Vec<_> = service.fuse(&legs).iter().map(|f| f.address).collect();
     assert_eq!(fused, plain);
 }
 

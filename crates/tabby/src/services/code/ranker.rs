@@ -1,0 +1,304 @@
+//! The learned ranker: orders the union of both legs' candidates by a linear score over
+//! features that cost next to nothing at query time (each leg's score and rank, the chunk's
+//! test and definition flags). One weight vector per kind of query: code (an editor's prefix: several
+//! lines, or a file being edited) and natural language (a question, a task).
+//!
+//! The weights are a small versioned JSON file trained by `scripts/eval/train_ranker.py` on
+//! sets generated from registry packages (`scripts/eval/training_sets.py`), none of them
+//! reserved for evaluation; the file records how it was trained and on which sets. The one shipped is compiled
+//! in (`assets/ranker.json`); `tabby eval --ranker FILE` measures another without a rebuild.
+
+use std::{
+    collections::HashMap,
+    path::Path,
+    sync::{Arc, OnceLock},
+};
+
+use serde::Deserialize;
+use tabby_common::api::code::CodeSearchScores;
+use tantivy::{DocAddress, Searcher};
+
+use super::{Fused, LegHits, RRF_K, RowColumns};
+
+/// The features, in the order the weights are given. A ranker file names them; one trained on
+/// another list is refused.
+pub const FEATURES: &[&str] = &[
+    "bias",
+    "bm25_in",
+    "bm25_rel",
+    "bm25_rr",
+    "bm25_log_rank",
+    "emb_in",
+    "emb_score",
+    "emb_gap",
+    "emb_rr",
+    "emb_log_rank",
+    "both",
+    "in_test",
+    "defines",
+    "rrf",
+];
+pub const N_FEATURES: usize = 14;
+
+const BUILTIN: &str = include_str!("../../../assets/ranker.json");
+
+/// What kind of text a query is; each has its own weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueryKind {
+    /// Code before a cursor (several lines, or a request from a file being edited).
+    Code,
+    /// A question or a task in words.
+    Nl,
+}
+
+impl QueryKind {
+    pub fn of(content: &str, filepath: Option<&str>) -> Self {
+        if filepath.is_some() || content.trim_end().contains('\n') {
+            QueryKind::Code
+        } else {
+            QueryKind::Nl
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RankerFile {
+    version: String,
+    features: Vec<String>,
+    weights: HashMap<String, Vec<f32>>,
+}
+
+#[derive(Debug)]
+pub struct Ranker {
+    pub version: String,
+    code: [f32; N_FEATURES],
+    nl: [f32; N_FEATURES],
+}
+
+impl Ranker {
+    pub fn parse(text: &str) -> anyhow::Result<Ranker> {
+        let file: RankerFile =
+            serde_json::from_str(text).map_err(|e| anyhow::anyhow!("not a ranker file: {e}"))?;
+        if file.features != FEATURES {
+            anyhow::bail!(
+                "the ranker {} was trained on the features {:?}; this build computes {:?}",
+                file.version,
+                file.features,
+                FEATURES
+            );
+        }
+        let weights = |kind: &str| -> anyhow::Result<[f32; N_FEATURES]> {
+            let w = file
+                .weights
+                .get(kind)
+                .ok_or_else(|| anyhow::anyhow!("the ranker has no weights for {kind} queries"))?;
+            let w: [f32; N_FEATURES] = w.as_slice().try_into().map_err(|_| {
+                anyhow::anyhow!("the ranker's {kind} weights are not {N_FEATURES} numbers")
+            })?;
+            if w.iter().any(|x| !x.is_finite()) {
+                anyhow::bail!("the ranker's {kind} weights are not all finite numbers");
+            }
+            Ok(w)
+        };
+        Ok(Ranker {
+            code: weights("code")?,
+            nl: weights("nl")?,
+            version: file.version,
+        })
+    }
+
+    pub fn load(path: &Path) -> anyhow::Result<Ranker> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// The ranker compiled into this build (None, logged once, if it does not parse: search
+    /// then falls back to RRF; a unit test keeps that from shipping).
+    pub fn builtin() -> Option<Arc<Ranker>> {
+        static BUILT: OnceLock<Option<Arc<Ranker>>> = OnceLock::new();
+        BUILT
+            .get_or_init(|| match Ranker::parse(BUILTIN) {
+                Ok(r) => Some(Arc::new(r)),
+                Err(e) => {
+                    tracing::error!("the built-in ranker is unusable ({e}); using RRF");
+                    None
+                }
+            })
+            .clone()
+    }
+
+    fn weights(&self, kind: QueryKind) -> &[f32; N_FEATURES] {
+        match kind {
+            QueryKind::Code => &self.code,
+            QueryKind::Nl => &self.nl,
+        }
+    }
+
+    /// The union of the legs' candidates, best first by the learned score (ties by address);
+    /// each keeps its RRF and raw leg scores, which the thresholds read.
+    pub fn rank(
+        &self,
+        kind: QueryKind,
+        searcher: &Searcher,
+        bm25: &LegHits,
+        embedding: &LegHits,
+    ) -> Vec<Fused> {
+        let w = self.weights(kind);
+        let mut fused: Vec<Fused> = candidates(searcher, bm25, embedding)
+            .into_iter()
+            .map(|c| Fused {
+                order: dot(w, &c.features),
+                address: c.address,
+                scores: c.scores,
+            })
+            .collect();
+        super::sort_fused(&mut fused);
+        fused
+    }
+}
+
+fn dot(w: &[f32; N_FEATURES], x: &[f32; N_FEATURES]) -> f32 {
+    w.iter().zip(x).map(|(a, b)| a * b).sum()
+}
+
+/// One candidate of the union with its features.
+pub struct Candidate {
+    pub address: DocAddress,
+    pub scores: CodeSearchScores,
+    pub features: [f32; N_FEATURES],
+}
+
+/// A rank (0-based) on a log scale: 0 for the first, 1 at `n` candidates or beyond.
+fn log_rank(rank: usize, n: usize) -> f32 {
+    ((1 + rank) as f32).ln() / ((1 + n.max(1)) as f32).ln()
+}
+
+/// The union of the legs with every feature; order unspecified.
+pub fn candidates(searcher: &Searcher, bm25: &LegHits, embedding: &LegHits) -> Vec<Candidate> {
+    #[derive(Default)]
+    struct Seen {
+        bm25: Option<(usize, f32)>,
+        embedding: Option<(usize, f32)>,
+    }
+    let mut seen: HashMap<DocAddress, Seen> = HashMap::new();
+    type Slot = fn(&mut Seen) -> &mut Option<(usize, f32)>;
+    let legs: [(&LegHits, Slot); 2] = [(bm25, |s| &mut s.bm25), (embedding, |s| &mut s.embedding)];
+    for (hits, slot) in legs {
+        for (rank, (score, address)) in hits.iter().enumerate() {
+            slot(seen.entry(*address).or_default()).get_or_insert((rank, *score));
+        }
+    }
+    let top_bm25 = bm25.first().map_or(0.0, |(s, _)| *s);
+    let top_embedding = embedding.first().map_or(0.0, |(s, _)| *s);
+    let (n_bm25, n_embedding) = (bm25.len(), embedding.len());
+    let mut columns: HashMap<u32, RowColumns> = HashMap::new();
+    seen.into_iter()
+        .map(|(address, s)| {
+            let columns = columns
+                .entry(address.segment_ord)
+                .or_insert_with(|| RowColumns::open(searcher.segment_reader(address.segment_ord)));
+            let (in_test, defines) = columns.flags(address.doc_id);
+            let rrf = |hit: Option<(usize, f32)>| {
+                hit.map_or(0.0, |(rank, _)| 1.0 / (RRF_K + rank as f32 + 1.0))
+            };
+            let rrf = rrf(s.bm25) + rrf(s.embedding);
+            let mut f = [0.0f32; N_FEATURES];
+            f[0] = 1.0;
+            match s.bm25 {
+                Some((rank, score)) => {
+                    f[1] = 1.0;
+                    f[2] = if top_bm25 > 0.0 {
+                        score / top_bm25
+                    } else {
+                        0.0
+                    };
+                    f[3] = 1.0 / (rank as f32 + 1.0);
+                    f[4] = log_rank(rank, n_bm25);
+                }
+                None => f[4] = 1.0,
+            }
+            match s.embedding {
+                Some((rank, score)) => {
+                    f[5] = 1.0;
+                    f[6] = score;
+                    f[7] = top_embedding - score;
+                    f[8] = 1.0 / (rank as f32 + 1.0);
+                    f[9] = log_rank(rank, n_embedding);
+                }
+                None => f[9] = 1.0,
+            }
+            f[10] = (s.bm25.is_some() && s.embedding.is_some()) as u8 as f32;
+            f[11] = in_test as u8 as f32;
+            f[12] = defines as u8 as f32;
+            f[13] = rrf * RRF_K;
+
+            Candidate {
+                address,
+                scores: CodeSearchScores {
+                    rrf,
+                    bm25: s.bm25.map_or(0.0, |(_, v)| v),
+                    embedding: s.embedding.map_or(0.0, |(_, v)| v),
+                },
+                features: f,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_ranker_parses_and_names_this_builds_features() {
+        assert_eq!(FEATURES.len(), N_FEATURES);
+        let ranker = Ranker::parse(BUILTIN).expect("assets/ranker.json");
+        assert!(!ranker.version.is_empty());
+        // Both kinds must prefer a chunk both legs rank first over one neither ranks well.
+        for kind in [QueryKind::Code, QueryKind::Nl] {
+            let w = ranker.weights(kind);
+            let mut best = [0.0; N_FEATURES];
+            best[..11].copy_from_slice(&[1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.8, 0.0, 1.0, 0.0, 1.0]);
+            best[12] = 1.0;
+            best[13] = 2.0 * RRF_K / (RRF_K + 1.0);
+            let mut worst = [0.0; N_FEATURES];
+            worst[..11].copy_from_slice(&[1.0, 1.0, 0.1, 0.025, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+            worst[13] = RRF_K / (RRF_K + 40.0);
+            assert!(dot(w, &best) > dot(w, &worst), "{kind:?}: {w:?}");
+        }
+    }
+
+    #[test]
+    fn ranker_files_with_other_features_or_bad_numbers_are_refused() {
+        let other = r#"{"version":"x","features":["bias"],"weights":{"code":[1],"nl":[1]}}"#;
+        let e = Ranker::parse(other).unwrap_err().to_string();
+        assert!(e.contains("trained on the features"), "{e}");
+        let names = serde_json::to_string(FEATURES).unwrap();
+        let short =
+            format!(r#"{{"version":"x","features":{names},"weights":{{"code":[1],"nl":[1]}}}}"#);
+        let e = Ranker::parse(&short).unwrap_err().to_string();
+        assert!(e.contains("not 14 numbers"), "{e}");
+        let nan = format!(
+            r#"{{"version":"x","features":{names},"weights":{{"code":{z},"nl":[1e999{rest}]}}}}"#,
+            z = serde_json::to_string(&[0.0; N_FEATURES]).unwrap(),
+            rest = ",0".repeat(N_FEATURES - 1)
+        );
+        assert!(Ranker::parse(&nan).is_err());
+        assert!(Ranker::parse("not json").is_err());
+    }
+
+    #[test]
+    fn query_kinds() {
+        assert_eq!(
+            QueryKind::of("how are tokens refreshed", None),
+            QueryKind::Nl
+        );
+        assert_eq!(QueryKind::of("question?\n", None), QueryKind::Nl);
+        assert_eq!(
+            QueryKind::of("def f():\n    return g(", None),
+            QueryKind::Code
+        );
+        assert_eq!(QueryKind::of("x = g(", Some("a.py")), QueryKind::Code);
+    }
+}

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Trains the learned ranker (crates/tabby/src/services/code/ranker.rs) from candidate
+features that `tabby eval --features-out` wrote for generated sets, and writes the ranker file.
+
+Usage:
+  scripts/eval/train_ranker.py SETS_DIR OUT.json [--refine] [--cap N] [--collect TABBY]
+    SETS_DIR/splits.tsv names each set's split (scripts/eval/training_sets.py writes it);
+    SETS_DIR/<set>/features.jsonl holds its candidates. Only `train` sets are fitted on; the
+    `dev` sets are scored (Recall@10 / MRR@10 offline, from the same candidates, with the
+    cap of --cap hits per file) and never fitted on. With --collect, the features are
+    first written by running `TABBY eval --features-out` on every set that has none (default
+    configuration: the embedded static embedding, tuned strategy).
+
+Model: one linear score per kind of query (code, nl) over the features the file names,
+fitted with a listwise softmax cross-entropy (each query's relevant candidates against its
+MAX_CANDIDATES others that plain RRF ranks highest, each query weighing the same;
+L2-regularised, full-batch Adam), then (--refine) coordinate ascent on the metric itself.
+Standard library only; deterministic, so the same inputs give the same file. (A pairwise
+RankNet loss was tried first and ranked worse.)
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+
+EPOCHS = 200
+MAX_CANDIDATES = 40
+REFINE_ROUNDS = 4
+LR = 0.03
+L2 = 1e-3
+K = 10
+CAP = 1 << 30  # hits per file counted (--cap)
+
+
+def read_splits(sets_dir):
+    splits = {}
+    with open(os.path.join(sets_dir, 'splits.tsv')) as f:
+        for line in f:
+            parts = line.rstrip('\n').split('\t')
+            if len(parts) >= 3:
+                splits[parts[0]] = dict(split=parts[1], language=parts[2])
+    return splits
+
+
+def read_queries(path):
+    queries = []
+    with open(path) as f:
+        for line in f:
+            q = json.loads(line)
+            queries.append(q)
+    return queries
+
+
+def dot(w, x):
+    return sum(a * b for a, b in zip(w, x))
+
+
+class Adam:
+    """Adam on a dense weight vector; weights in `fixed_zero` stay 0."""
+
+    def __init__(self, dim, fixed_zero, lr=LR):
+        self.m, self.v, self.t = [0.0] * dim, [0.0] * dim, 0
+        self.fixed, self.lr = fixed_zero, lr
+
+    def step(self, w, g):
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        self.t += 1
+        for i in range(len(w)):
+            gi = 0.0 if i in self.fixed else g[i] + 2 * L2 * w[i]
+            self.m[i] = b1 * self.m[i] + (1 - b1) * gi
+            self.v[i] = b2 * self.v[i] + (1 - b2) * gi * gi
+            mh = self.m[i] / (1 - b1 ** self.t)
+            vh = self.v[i] / (1 - b2 ** self.t)
+            w[i] -= self.lr * mh / (math.sqrt(vh) + eps)
+
+
+def fit_softmax(queries, dim, fixed_zero, max_candidates, i_rrf):
+    """Listwise softmax cross-entropy: per query, -log of the probability mass the relevant
+    candidates get under softmax(w . x) over its candidates (the relevant ones and the
+    `max_candidates` that plain RRF ranks highest). Each query weighs the same."""
+    lists = []
+    for q in queries:
+        c = q['candidates']
+        pos = [x['x'] for x in c if x['relevant']]
+        if not pos:
+            continue
+        neg = sorted((x['x'] for x in c if not x['relevant']), key=lambda x: -x[i_rrf])
+        lists.append((pos, neg[:max_candidates]))
+    w = [0.0] * dim
+    adam = Adam(dim, fixed_zero)
+    n = max(1, len(lists))
+    for t in range(1, EPOCHS + 1):
+        g = [0.0] * dim
+        loss = 0.0
+        for pos, neg in lists:
+            xs = pos + neg
+            scores = [dot(w, x) for x in xs]
+            top = max(scores)
+            e = [math.exp(s - top) for s in scores]
+            z = sum(e)
+            zp = sum(e[:len(pos)])
+            loss -= math.log(zp / z)
+            # d/dw [log z - log zp] = E_all[x] - E_pos[x]
+            for k, x in enumerate(xs):
+                coef = e[k] / z - (e[k] / zp if k < len(pos) else 0.0)
+                if coef:
+                    for i in range(dim):
+                        g[i] += coef * x[i]
+        adam.step(w, [x / n for x in g])
+        if t % 50 == 0:
+            print(f'  epoch {t}: loss {loss / n:.4f}', file=sys.stderr)
+    return w
+
+
+def refine(w, sets, fixed_zero, rounds=REFINE_ROUNDS):
+    """Coordinate ascent from `w` on the metric itself: the mean over training sets of
+    Recall@10 + MRR@10 (with the cap of two hits per file), each weight tried at a grid of
+    multiples and offsets; a change is kept only when it raises the objective."""
+    def objective(w):
+        total = 0.0
+        for qs in sets:
+            r, m = metrics(qs, lambda c: dot(w, c['x']))
+            total += r + m
+        return total / max(1, len(sets))
+    best = objective(w)
+    print(f'  refine: start {best:.4f}', file=sys.stderr)
+    for _ in range(rounds):
+        improved = False
+        for i in range(len(w)):
+            if i in fixed_zero:
+                continue
+            for step in (-1.0, -0.5, -0.25, 0.25, 0.5, 1.0):
+                trial = list(w)
+                trial[i] = w[i] + step * max(0.1, abs(w[i]))
+                score = objective(trial)
+                if score > best + 1e-6:
+                    best, w, improved = score, trial, True
+        print(f'  refine: {best:.4f}', file=sys.stderr)
+        if not improved:
+            break
+    return w
+
+
+def metrics(queries, key):
+    """Recall@10 (any relevant candidate in the top 10) and MRR@10, at most CAP hits per
+    file."""
+    r10 = mrr = 0.0
+    for q in queries:
+        ranked = sorted(q['candidates'], key=key, reverse=True)
+        per_file, top = {}, []
+        for c in ranked:
+            if per_file.get(c['file'], 0) >= CAP:
+                continue
+            per_file[c['file']] = per_file.get(c['file'], 0) + 1
+            top.append(c)
+            if len(top) >= K:
+                break
+        for rank, c in enumerate(top, 1):
+            if c['relevant']:
+                r10 += 1
+                mrr += 1 / rank
+                break
+    n = max(1, len(queries))
+    return r10 / n, mrr / n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('sets_dir')
+    ap.add_argument('out')
+    ap.add_argument('--version', default='linear-v1')
+    ap.add_argument('--cap', type=int, default=0,
+                    help='hits per file the metrics count (0: no cap, the service default)')
+    ap.add_argument('--refine', action='store_true',
+                    help='then coordinate ascent on Recall@10 + MRR@10 of the training sets')
+    ap.add_argument('--collect', metavar='TABBY', help='the tabby binary to write features with')
+    args = ap.parse_args()
+    global CAP
+    CAP = args.cap or 1 << 30
+    splits = read_splits(args.sets_dir)
+    if args.collect:
+        for name in sorted(splits):
+            d = os.path.join(args.sets_dir, name)
+            path = os.path.join(d, 'features.jsonl')
+            if os.path.exists(path) or not os.path.getsize(os.path.join(d, 'queries.jsonl')):
+                continue
+            print(f'collecting {name}', file=sys.stderr)
+            subprocess.run([args.collect, 'eval', '--queries', os.path.join(d, 'queries.jsonl'),
+                            '--corpus', d, '--legs', 'bm25', '--features-out', path + '.partial'],
+                           check=True, stdout=subprocess.DEVNULL)
+            os.replace(path + '.partial', path)
+    data = {}
+    names = None
+    for name in sorted(splits):
+        path = os.path.join(args.sets_dir, name, 'features.jsonl')
+        if not os.path.exists(path):
+            print(f'{name}: no features.jsonl, skipped', file=sys.stderr)
+            continue
+        qs = read_queries(path)
+        if not qs:
+            continue
+        names = names or qs[0]['features']
+        if qs[0]['features'] != names:
+            sys.exit(f'{name}: other features than the other sets')
+        data[name] = qs
+    if not data:
+        sys.exit('no features found')
+    dim = len(names)
+    fixed = {names.index('bias')}
+    weights, trained_on = {}, {}
+    for kind in ('code', 'nl'):
+        train = [q for n, qs in data.items() if splits[n]['split'] == 'train'
+                 for q in qs if q['ranker_kind'] == kind]
+        print(f'{kind}: {len(train)} training queries', file=sys.stderr)
+        w = fit_softmax(train, dim, fixed, MAX_CANDIDATES, names.index('rrf'))
+        if args.refine:
+            per_set = [[q for q in qs if q['ranker_kind'] == kind] for n, qs in data.items()
+                       if splits[n]['split'] == 'train']
+            w = refine(w, [qs for qs in per_set if len(qs) >= 10], fixed)
+        weights[kind] = [round(x, 5) for x in w]
+        trained_on[kind] = len(train)
+    i_bm25, i_emb, i_rrf = names.index('bm25_rr'), names.index('emb_rr'), names.index('rrf')
+    report = []
+    print('| set | split | kind | n | bm25 R@10 / MRR | embedding | rrf | learned |')
+    print('|---|---|---|---|---|---|---|---|')
+    for name, qs in data.items():
+        for kind in ('completion', 'nl'):
+            sub = [q for q in qs if q['kind'] == kind]
+            if not sub:
+                continue
+            row = [metrics(sub, lambda c: c['x'][i_bm25]), metrics(sub, lambda c: c['x'][i_emb]),
+                   metrics(sub, lambda c: c['x'][i_rrf]), metrics_learned(sub, weights)]
+            print(f"| {name} | {splits[name]['split']} | {kind} | {len(sub)} | " +
+                  ' | '.join(f'{r:.3f} / {m:.3f}' for r, m in row) + ' |')
+            report.append(dict(set=name, split=splits[name]['split'], kind=kind, n=len(sub),
+                               bm25=row[0], embedding=row[1], rrf=row[2], learned=row[3]))
+    out = dict(
+        version=args.version,
+        features=names,
+        weights=weights,
+        trained_with=dict(script='scripts/eval/train_ranker.py',
+                          sets=sorted(n for n in data if splits[n]['split'] == 'train'),
+                          queries=trained_on, epochs=EPOCHS, l2=L2, loss='softmax',
+                          refine=args.refine, cap=args.cap,
+                          candidates=MAX_CANDIDATES),
+    )
+    with open(args.out, 'w') as f:
+        json.dump(out, f, indent=1)
+        f.write('\n')
+    print(f'wrote {args.out}', file=sys.stderr)
+
+
+def metrics_learned(queries, weights):
+    key = lambda c: dot(weights[c['_kind']], c['x'])
+    for q in queries:
+        for c in q['candidates']:
+            c['_kind'] = q['ranker_kind']
+    return metrics(queries, key)
+
+
+if __name__ == '__main__':
+    main()
