@@ -8,7 +8,7 @@
 //! their references (the enclosing function of each call site, callers before tests) and to the
 //! test files paired with the entry's file by name. Pieces of the same file that overlap or
 //! touch are merged, their reasons kept. Items go in by priority (requested files, search hits
-//! by score, named symbols' definitions, then what expansion found) while they fit the budget.
+//! in search order, named symbols' definitions, then what expansion found) while they fit the budget.
 
 use std::{collections::HashSet, sync::Arc};
 
@@ -399,7 +399,7 @@ impl ContextService {
 
         // Search hits.
         let task_words: HashSet<String> = search_words(&request.task).into_iter().collect();
-        for (repo, hit) in search_hits.into_iter().take(SEARCH_ENTRIES) {
+        for (rank, (repo, hit)) in search_hits.into_iter().take(SEARCH_ENTRIES).enumerate() {
             let start = hit.doc.start_line.unwrap_or(1);
             let end = start + hit.doc.body.lines().count().max(1) - 1;
             let body_words: HashSet<String> = search_words(&hit.doc.body).into_iter().collect();
@@ -422,7 +422,8 @@ impl ContextService {
                     matched_words: matched,
                 }],
                 priority: 1,
-                score: hit.scores.rrf,
+                // The search's own order (the learned ranker's), not one of its raw scores.
+                score: 1.0 / (rank + 1) as f32,
             });
         }
 
@@ -651,11 +652,7 @@ impl ContextService {
                 continue;
             };
             let lines: Vec<&str> = text.lines().collect();
-            let start = c.start.clamp(1, lines.len().max(1));
-            let end = c
-                .end
-                .clamp(start, lines.len().max(1))
-                .min(start + MAX_ITEM_LINES - 1);
+            let (start, end) = excerpt_window(c.start, c.end, c.anchor, lines.len());
             let excerpt = lines.get(start - 1..end).unwrap_or_default().join("\n");
             let size = excerpt.chars().count();
             if items.len() == request.max_items || used + size > request.budget_chars {
@@ -732,17 +729,43 @@ const STOP_WORDS: &[&str] = &[
     "add", "make", "all", "any", "our", "you", "your", "way",
 ];
 
+/// The lines (1-based, inclusive) an item of `start..=end` shows from a file of `n_lines`: all
+/// of them, or at most MAX_ITEM_LINES from its anchor (the piece that gave it its priority),
+/// moved up so that the window stays inside the item.
+fn excerpt_window(start: usize, end: usize, anchor: usize, n_lines: usize) -> (usize, usize) {
+    let last = n_lines.max(1);
+    let start = start.clamp(1, last);
+    let end = end.clamp(start, last);
+    if end + 1 - start <= MAX_ITEM_LINES {
+        return (start, end);
+    }
+    let from = anchor
+        .clamp(start, end)
+        .min(end + 1 - MAX_ITEM_LINES)
+        .max(start);
+    (from, from + MAX_ITEM_LINES - 1)
+}
+
 /// Merges candidates of the same file whose ranges overlap or touch; reasons are kept, the best
 /// priority and score win.
 fn merge(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
     candidates.sort_by(|a, b| (a.repo, &a.path, a.start).cmp(&(b.repo, &b.path, b.start)));
     let mut out: Vec<Candidate> = Vec::new();
-    for c in candidates {
+    for mut c in candidates {
         if let Some(last) = out.last_mut()
             && last.repo == c.repo
             && last.path == c.path
             && c.start <= last.end + 1
         {
+            // Merging must not make an item longer than an excerpt shows (its other pieces
+            // would fall out of view): a piece that would is its own item, from the line
+            // after the last one.
+            if c.end.max(last.end) + 1 - last.start > MAX_ITEM_LINES && c.end > last.end {
+                c.start = last.end + 1;
+                c.anchor = c.anchor.max(c.start);
+                out.push(c);
+                continue;
+            }
             last.end = last.end.max(c.end);
             if (c.priority, -c.score) < (last.priority, -last.score) {
                 last.anchor = c.anchor;
@@ -768,6 +791,19 @@ fn merge(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn long_items_are_shown_from_their_anchor() {
+        // Short items whole; the file's end bounds them.
+        assert_eq!(excerpt_window(10, 20, 15, 100), (10, 20));
+        assert_eq!(excerpt_window(90, 120, 95, 100), (90, 100));
+        // An item of 291 lines whose best piece starts at line 204 shows 204..=283.
+        assert_eq!(excerpt_window(110, 400, 204, 500), (204, 283));
+        // Near the item's end the window moves up to stay inside it.
+        assert_eq!(excerpt_window(110, 260, 250, 400), (181, 260));
+        // An anchor outside the item (never built so) falls back to its start.
+        assert_eq!(excerpt_window(110, 260, 5, 400), (110, 189));
+    }
+
     fn candidate(path: &str, start: usize, end: usize, priority: u8) -> Candidate {
         Candidate {
             repo: 0,
@@ -782,6 +818,39 @@ mod tests {
             priority,
             score: 0.0,
         }
+    }
+
+    #[test]
+    fn merging_never_makes_an_item_longer_than_an_excerpt() {
+        // Ten touching 20-line search hits of one file: items of at most 80 lines, no line in
+        // two items, every hit's first line in view.
+        let pieces: Vec<Candidate> = (0..10)
+            .map(|i| {
+                let mut c = candidate("big.py", 1 + 20 * i, 20 * (i + 1), 1);
+                c.anchor = c.start;
+                c
+            })
+            .collect();
+        let merged = merge(pieces);
+        assert!(merged.len() >= 3, "{}", merged.len());
+        for pair in merged.windows(2) {
+            assert_eq!(pair[1].start, pair[0].end + 1);
+        }
+        for m in &merged {
+            assert!(
+                m.end + 1 - m.start <= MAX_ITEM_LINES,
+                "{}..{}",
+                m.start,
+                m.end
+            );
+        }
+        assert_eq!((merged[0].start, merged.last().unwrap().end), (1, 200));
+        // A piece inside a long definition still merges into it.
+        let long = candidate("big.py", 1, 150, 2);
+        let inside = candidate("big.py", 100, 120, 1);
+        let merged = merge(vec![long, inside]);
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].priority, 1);
     }
 
     #[test]
