@@ -8,6 +8,7 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
+    time::Duration,
 };
 
 use serde_json::{Value, json};
@@ -180,6 +181,7 @@ async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
             [
                 "list_repositories",
                 "search_code",
+                "search_docs",
                 "grep",
                 "read_file",
                 "list_files",
@@ -688,4 +690,115 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
     )
     .await;
     assert_eq!(status, 404);
+}
+
+/// `search_docs` over ingested documents: a source granted to a group is searchable by its
+/// members and invisible to everyone else; bad arguments are JSON-RPC errors.
+#[tokio::test]
+async fn ee_mcp_search_docs_keeps_restricted_sources_private() {
+    let server = TabbyServer::start_ee("", &[]);
+    let admin = register_owner(&server, "admin@example.com").await;
+    let member = invite_and_register(&server, &admin, "member@example.com").await;
+    let outsider = invite_and_register(&server, &admin, "outsider@example.com").await;
+    let a = admin.access_token.as_str();
+    let registration =
+        gql_ok(&server, Some(a), "{ registrationToken }", json!({})).await["registrationToken"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    for (source, id, title, body) in [
+        (
+            "handbook",
+            "onboarding",
+            "Onboarding guide",
+            "Every newcomer learns the pelican protocol on the first day.",
+        ),
+        (
+            "vault",
+            "incident-7",
+            "Incident seven",
+            "The pelican protocol failed when the reactor overheated.",
+        ),
+    ] {
+        let (status, answer, _) = rest(
+            &server,
+            "POST",
+            "/v1beta/ingestion",
+            Some(&bearer(&registration)),
+            Some(&json!({"source": source, "id": id, "title": title, "body": body})),
+        )
+        .await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    let group = gql_ok(
+        &server,
+        Some(a),
+        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
+        json!({}),
+    )
+    .await["createUserGroup"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
+        json!({"g": group, "u": member.id}),
+    )
+    .await;
+    gql_ok(
+        &server,
+        Some(a),
+        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
+        json!({"s": "ingested:vault", "g": group}),
+    )
+    .await;
+    let probes = json!([
+        {"name": "search_docs", "arguments": {"query": "pelican protocol"}},
+        {"name": "search_docs", "arguments": {"query": "pelican protocol", "kind": "commit"}},
+        {"name": "search_docs", "arguments": {"query": "pelican", "limit": 1000}},
+        {"name": "search_docs", "arguments": {"query": 5}},
+        {"name": "search_docs", "arguments": {"query": "   "}},
+    ]);
+    // Indexed by the ingestion schedule (every 10 s).
+    let titles = |out: &Value| -> Vec<String> {
+        let mut t: Vec<String> = result(out, 0)["structured"]["documents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["title"].as_str().unwrap().to_string())
+            .collect();
+        t.sort();
+        t
+    };
+    let inside = poll(
+        "both documents to be searchable",
+        Duration::from_secs(40),
+        || async {
+            let out = drive(&server, &member.auth_token, &probes, false).await;
+            (titles(&out).len() == 2).then_some(out)
+        },
+    )
+    .await;
+    assert_eq!(titles(&inside), ["Incident seven", "Onboarding guide"]);
+    let doc = &result(&inside, 0)["structured"]["documents"][0];
+    assert_eq!(doc["kind"], "ingested");
+    assert!(
+        doc["excerpt"].as_str().unwrap().contains("pelican"),
+        "{doc}"
+    );
+    assert_eq!(result(&inside, 1)["structured"]["documents"], json!([]));
+    for i in [2, 3, 4] {
+        assert_eq!(rpc_error(&inside, i), -32602, "call {i}: {inside}");
+    }
+    let outside = drive(&server, &outsider.auth_token, &probes, false).await;
+    assert_eq!(titles(&outside), ["Onboarding guide"]);
+    assert!(
+        !outside.to_string().contains("reactor"),
+        "a restricted document reached a non-member: {outside}"
+    );
+    // The admin reads everything.
+    let all = drive(&server, &admin.auth_token, &probes, false).await;
+    assert_eq!(titles(&all).len(), 2);
 }

@@ -150,6 +150,9 @@ pub fn build_app(
         search_params: config.answer.code_search_params.clone(),
         languages: languages.clone(),
         context,
+        docs: Some(Arc::new(crate::services::doc::DocSearchService::new(
+            paths.index_dir(),
+        ))),
     });
     let mut api = routes::api_router(state).nest_service(
         "/mcp",

@@ -218,14 +218,15 @@ pub async fn require_token(
         .closing()
         .into_response();
     }
-    let allowed = snapshot
-        .policy_for(user_id)
-        .filter_repositories(&snapshot.all_repositories);
+    let policy = snapshot.policy_for(user_id);
+    let allowed = policy.filter_repositories(&snapshot.all_repositories);
+    let docs = tabby_common::api::doc::AllowedDocSources::new(move |s| policy.can_read(s));
     let headers = req.headers_mut();
     headers.remove(USER_HEADER_FIELD_NAME);
     if let Ok(value) = HeaderValue::from_str(&tabby_schema::encode_id(user_id)) {
         headers.insert(USER_HEADER_FIELD_NAME, value);
     }
     req.extensions_mut().insert(allowed);
+    req.extensions_mut().insert(docs);
     next.run(req).await
 }

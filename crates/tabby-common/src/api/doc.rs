@@ -27,6 +27,32 @@ pub enum DocSearchDocument {
     },
 }
 
+/// Which documentation sources a caller may read: the enterprise layer's policy for the
+/// request's user, carried as a request extension next to `AllowedCodeRepository`.
+#[derive(Clone)]
+pub struct AllowedDocSources(std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl AllowedDocSources {
+    pub fn new(can_read: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        Self(std::sync::Arc::new(can_read))
+    }
+
+    /// Every source (the open single-user mode).
+    pub fn all() -> Self {
+        Self::new(|_| true)
+    }
+
+    pub fn can_read(&self, source_id: &str) -> bool {
+        (self.0)(source_id)
+    }
+}
+
+impl std::fmt::Debug for AllowedDocSources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AllowedDocSources")
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct DocSearchHit {
     pub score: f32,

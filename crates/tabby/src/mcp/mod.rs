@@ -34,7 +34,9 @@ const MAX_BODY_BYTES: usize = 1024 * 1024;
 const INSTRUCTIONS: &str = "Tabby's code index: the repositories your team configured, searchable \
     and readable. Call list_repositories first; search_code finds code by meaning or words, grep \
     by exact pattern, find_definition / find_references by symbol name; read_file and list_files \
-    show files. Every result cites repository, path, lines and commit.";
+    show files; get_context assembles the evidence for a task; search_docs searches the team's \
+    documentation and commit messages. Every code result cites repository, path, lines and \
+    commit.";
 
 /// What the tools read.
 pub struct McpState {
@@ -48,6 +50,15 @@ pub struct McpState {
     pub languages: Arc<LanguageTable>,
     /// Evidence packs (`get_context`), when code search exists.
     pub context: Option<Arc<ContextService>>,
+    /// The documentation corpus (`search_docs`).
+    pub docs: Option<Arc<crate::services::doc::DocSearchService>>,
+}
+
+/// What one caller may read.
+#[derive(Clone)]
+pub struct Access {
+    pub repositories: AllowedCodeRepository,
+    pub docs: tabby_common::api::doc::AllowedDocSources,
 }
 
 /// One handler per request (the service is stateless).
@@ -57,20 +68,34 @@ pub struct TabbyMcp {
 }
 
 impl TabbyMcp {
-    fn allowed(
-        &self,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<AllowedCodeRepository, McpError> {
-        let from_request = context
-            .extensions
-            .get::<http::request::Parts>()
+    fn allowed(&self, context: &RequestContext<RoleServer>) -> Result<Access, McpError> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let from_request = parts
             .and_then(|parts| parts.extensions.get::<AllowedCodeRepository>())
             .cloned();
-        from_request
-            .or_else(|| self.state.open_repositories.clone())
-            .ok_or_else(|| {
-                McpError::internal_error("the caller's access could not be checked", None)
+        let docs = parts
+            .and_then(|parts| {
+                parts
+                    .extensions
+                    .get::<tabby_common::api::doc::AllowedDocSources>()
             })
+            .cloned();
+        match (from_request, &self.state.open_repositories) {
+            // The enterprise layer sets both; without its doc policy no doc is readable.
+            (Some(repositories), _) => Ok(Access {
+                repositories,
+                docs: docs
+                    .unwrap_or_else(|| tabby_common::api::doc::AllowedDocSources::new(|_| false)),
+            }),
+            (None, Some(open)) => Ok(Access {
+                repositories: open.clone(),
+                docs: tabby_common::api::doc::AllowedDocSources::all(),
+            }),
+            (None, None) => Err(McpError::internal_error(
+                "the caller's access could not be checked",
+                None,
+            )),
+        }
     }
 }
 

@@ -25,7 +25,7 @@ use tabby_index::{
     repo_files::{RepoFileError, Snapshot, clean_path},
 };
 
-use super::McpState;
+use super::{Access, McpState};
 use crate::services::{
     code::symbols::SymbolUse,
     context::{
@@ -90,6 +90,23 @@ pub fn definitions() -> Vec<Tool> {
                     "language": {"type": "string", "description": "Only this language, e.g. python, rust, go, java, javascript-typescript."},
                     "path": {"type": "string", "description": "Only files matching this glob, e.g. `src/**/*.py`."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_HITS, "default": 10}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            }),
+        ),
+        tool(
+            "search_docs",
+            "Search the team's indexed documentation you may read: crawled web pages, documents \
+             pushed through the ingestion API and repository commit messages. Returns the title \
+             and link (or the commit's sha, author and date) with the matching excerpt. Use it \
+             for how-tos, design notes and why code changed, not for the code itself.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for, in words."},
+                    "kind": {"type": "string", "enum": ["web", "ingested", "commit"], "description": "Only this kind of document."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_DOC_HITS, "default": 5}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -206,14 +223,16 @@ pub fn definitions() -> Vec<Tool> {
     ]
 }
 
-/// Runs tool `name` for a caller who may read `allowed`.
+/// Runs tool `name` for a caller with `access`.
 pub async fn call(
     state: &Arc<McpState>,
-    allowed: &AllowedCodeRepository,
+    access: &Access,
     name: &str,
     args: JsonObject,
 ) -> Result<CallToolResult, McpError> {
+    let allowed = &access.repositories;
     match name {
+        "search_docs" => search_docs(state, &access.docs, parse(name, args)?).await,
         "list_repositories" => {
             let _: NoArgs = parse(name, args)?;
             Ok(list_repositories(allowed))
@@ -893,6 +912,120 @@ async fn get_context(
     }
 }
 
+/// Most documents `search_docs` returns, and characters of one excerpt.
+const MAX_DOC_HITS: usize = 20;
+const MAX_DOC_EXCERPT_CHARS: usize = 2000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DocsArgs {
+    query: String,
+    #[serde(default)]
+    kind: Option<DocKind>,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum DocKind {
+    Web,
+    Ingested,
+    Commit,
+}
+
+async fn search_docs(
+    state: &Arc<McpState>,
+    allowed: &tabby_common::api::doc::AllowedDocSources,
+    args: DocsArgs,
+) -> Result<CallToolResult, McpError> {
+    use tabby_common::api::doc::{DocSearch, DocSearchDocument};
+    let limit = check_limit(args.limit, 5, MAX_DOC_HITS)?;
+    if args.query.trim().is_empty() {
+        return Err(McpError::invalid_params("the query is empty", None));
+    }
+    let Some(docs) = &state.docs else {
+        return Ok(tool_error("no documentation index in this server"));
+    };
+    let sources: Vec<String> = match docs.source_ids() {
+        Ok(ids) => ids.into_iter().filter(|s| allowed.can_read(s)).collect(),
+        Err(e) => {
+            tracing::warn!("mcp search_docs: cannot list sources: {e:#}");
+            return Ok(tool_error("the documentation index cannot be read now"));
+        }
+    };
+    let query: String = args.query.chars().take(2048).collect();
+    // Fetched beyond `limit` so that a kind filter still fills it.
+    let fetch = if args.kind.is_some() {
+        limit * 4
+    } else {
+        limit
+    };
+    let hits = match docs.search(&sources, &query, fetch).await {
+        Ok(hits) => hits,
+        Err(e) => {
+            tracing::warn!("mcp search_docs failed: {e:#}");
+            return Ok(tool_error("the documentation search failed"));
+        }
+    };
+    let excerpt = |t: &str| -> String { t.chars().take(MAX_DOC_EXCERPT_CHARS).collect() };
+    let mut items = Vec::new();
+    let mut text = String::new();
+    for hit in hits {
+        let (kind, item) = match &hit.doc {
+            DocSearchDocument::Web {
+                title,
+                link,
+                content,
+            } => (
+                DocKind::Web,
+                json!({"kind": "web", "title": title, "link": link, "excerpt": excerpt(content)}),
+            ),
+            DocSearchDocument::Ingested {
+                id,
+                title,
+                body,
+                link,
+            } => (
+                DocKind::Ingested,
+                json!({"kind": "ingested", "id": id, "title": title, "link": link, "excerpt": excerpt(body)}),
+            ),
+            DocSearchDocument::Commit {
+                sha,
+                message,
+                author_email,
+                author_at,
+            } => (
+                DocKind::Commit,
+                json!({"kind": "commit", "sha": sha, "message": excerpt(message),
+                       "author_email": author_email, "author_at": author_at.to_rfc3339()}),
+            ),
+        };
+        if args.kind.is_some_and(|k| k != kind) || items.len() >= limit {
+            continue;
+        }
+        let heading = item["title"]
+            .as_str()
+            .or(item["sha"].as_str())
+            .unwrap_or_default();
+        let place = item["link"].as_str().unwrap_or_default();
+        let body = item["excerpt"]
+            .as_str()
+            .or(item["message"].as_str())
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "## {} [{}] {place}\n{body}\n\n",
+            heading,
+            item["kind"].as_str().unwrap_or_default()
+        ));
+        items.push(item);
+    }
+    if items.is_empty() {
+        text = "no documents match".to_string();
+    }
+    Ok(result(cap(text), json!({"documents": items})))
+}
+
 /// A pack as the agent reads it.
 fn pack_text(pack: &Pack) -> String {
     let mut text = format!(
@@ -1116,7 +1249,7 @@ mod tests {
     #[test]
     fn every_tool_has_an_object_schema_and_is_read_only() {
         let tools = definitions();
-        assert_eq!(tools.len(), 8);
+        assert_eq!(tools.len(), 9);
         for tool in tools {
             assert_eq!(tool.input_schema["type"], "object", "{}", tool.name);
             assert_eq!(

@@ -32,6 +32,28 @@ impl DocSearchService {
     pub fn new(index_dir: PathBuf) -> Self {
         Self { index_dir }
     }
+
+    /// The source ids of the index (code and docs), distinct and sorted; empty before the
+    /// first index exists.
+    pub fn source_ids(&self) -> anyhow::Result<Vec<String>> {
+        if !self.index_dir.join("meta.json").exists() {
+            return Ok(Vec::new());
+        }
+        let index = Index::open_in_dir(&self.index_dir)?;
+        let searcher = index.reader()?.searcher();
+        let field = IndexSchema::instance().field_source_id;
+        let mut ids = std::collections::BTreeSet::new();
+        for segment in searcher.segment_readers() {
+            let inverted = segment.inverted_index(field)?;
+            let mut terms = inverted.terms().stream()?;
+            while terms.advance() {
+                if let Ok(id) = std::str::from_utf8(terms.key()) {
+                    ids.insert(id.to_string());
+                }
+            }
+        }
+        Ok(ids.into_iter().collect())
+    }
 }
 
 fn document(attributes: &Json, chunk_text: &str) -> Option<DocSearchDocument> {
