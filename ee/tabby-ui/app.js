@@ -291,7 +291,7 @@ const RUN_FIELDS = `
   ... on ThreadAssistantMessageReadingCode { snippet fileList }
   ... on ThreadAssistantMessageAttachmentsCodeFileList { files: fileList truncated }
   ... on ThreadAssistantMessageAttachmentsCode {
-    hits { code { gitUrl commit filepath language content startLine } scores { rrf } }
+    hits { code { gitUrl commit filepath language content startLine reason } scores { rrf } }
   }
   ... on ThreadAssistantMessageReadingDoc { sourceIds }
   ... on ThreadAssistantMessageAttachmentsDoc { hits { score doc { ${docFields()} } } }
@@ -314,6 +314,11 @@ function fileLink(code) {
     return h("a", { href: `${code.gitUrl}/blob/${code.commit || "HEAD"}/${code.filepath}${lines}`, target: "_blank", rel: "noopener noreferrer" }, label);
   }
   return h("span.path", label);
+}
+
+/// A snippet's link and, for evidence-pack items, why it was retrieved.
+function codeView(code) {
+  return h("span", fileLink(code), code.reason ? h("small.muted.reason", ` — ${code.reason}`) : null);
 }
 
 /// A document's link, or its title alone when the link is missing or not a safe URL.
@@ -362,7 +367,7 @@ function answerView({ onQuestion } = {}) {
     },
     code(hits) {
       citations.push(...hits.map((hit) => hit.code.filepath));
-      list(`Read ${hits.length} code snippet${hits.length === 1 ? "" : "s"}`, hits.map((hit) => fileLink(hit.code)));
+      list(`Read ${hits.length} code snippet${hits.length === 1 ? "" : "s"}`, hits.map((hit) => codeView(hit.code)));
     },
     files(files, truncated) {
       list(`Read the file list (${files.length}${truncated ? "+" : ""} files)`, files.slice(0, 20).map((f) => h("span.path", f)));
@@ -564,7 +569,7 @@ async function threadPage(id) {
     `query($id: ID!) { threadMessages(threadId: $id, first: 200) { edges { node {
         id role content
         attachment {
-          code { gitUrl commit filepath language content startLine }
+          code { gitUrl commit filepath language content startLine reason }
           doc { ${docFields()} }
           codeFileList { fileList truncated }
         }

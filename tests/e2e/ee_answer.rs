@@ -45,7 +45,7 @@ const ITEM: &str = "fragment Item on ThreadRunItem {
     ... on ThreadAssistantMessageReadingCode { snippet readingFileList: fileList }
     ... on ThreadAssistantMessageAttachmentsCodeFileList { fileList truncated }
     ... on ThreadAssistantMessageAttachmentsCode {
-        hits { code { gitUrl commit filepath language content startLine } scores { rrf bm25 embedding } }
+        hits { code { gitUrl commit filepath language content startLine reason } scores { rrf bm25 embedding } }
     }
     ... on ThreadAssistantMessageReadingDoc { sourceIds }
     ... on ThreadAssistantMessageAttachmentsDoc { docHits: hits { score doc { __typename } } }
@@ -69,7 +69,7 @@ fn thread_run_query() -> String {
 const MESSAGES: &str = "query($t: ID!) { threadMessages(threadId: $t) { edges { node {
     id threadId codeSourceId role content
     attachment {
-        code { gitUrl commit filepath language content startLine }
+        code { gitUrl commit filepath language content startLine reason }
         clientCode { filepath startLine content }
         doc { __typename }
         codeFileList { fileList truncated }
@@ -484,6 +484,19 @@ async fn ee_answer_code_only_run_streams_in_order_and_is_stored() {
     assert!(
         pricing["scores"]["bm25"].as_f64().unwrap() > 0.0,
         "{pricing}"
+    );
+    // The code context is the evidence pack: every item says why it is there.
+    let reason = pricing["code"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("definition of compute_discounted_price")
+            && reason.contains("search hit: matches")
+            && reason.contains("discount_rate"),
+        "{pricing}"
+    );
+    assert!(
+        hits.iter()
+            .all(|h| h["code"]["reason"].as_str().is_some_and(|r| !r.is_empty())),
+        "{hits:#?}"
     );
     // Only the selected repository was searched.
     for h in &hits {

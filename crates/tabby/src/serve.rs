@@ -49,6 +49,8 @@ pub struct App {
     pub event_logger: Arc<dyn EventLogger>,
     /// The chat model, when one loaded.
     pub chat_engine: Option<Arc<dyn tabby_inference::ChatCompletionStream>>,
+    /// Evidence packs, when code search exists (the Answer Engine's code context).
+    pub context: Option<Arc<crate::services::context::ContextService>>,
 }
 
 /// What another layer (the enterprise webserver) adds to the application.
@@ -149,11 +151,12 @@ pub fn build_app(
         files,
         search_params: config.answer.code_search_params.clone(),
         languages: languages.clone(),
-        context,
+        context: context.clone(),
         docs: Some(Arc::new(crate::services::doc::DocSearchService::new(
             paths.index_dir(),
         ))),
     });
+    let mcp_context = context;
     let mut api = routes::api_router(state).nest_service(
         "/mcp",
         crate::mcp::service(mcp_state, &config.mcp, protected),
@@ -187,6 +190,7 @@ pub fn build_app(
         logger,
         event_logger: shared_logger_for_app,
         chat_engine,
+        context: mcp_context,
     })
 }
 
@@ -225,6 +229,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         enable(AnswerSetup {
             chat,
             code_search: code_search.clone().map(|c| c as Arc<dyn CodeSearch>),
+            code_context: app.context.clone().map(|c| {
+                Arc::new(crate::services::context::AnswerContext(c))
+                    as Arc<dyn tabby_common::api::code::CodeContext>
+            }),
             doc_search: Arc::new(crate::services::doc::DocSearchService::new(
                 paths.index_dir(),
             )),
@@ -299,6 +307,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
 struct AnswerSetup {
     chat: Arc<dyn tabby_inference::ChatCompletionStream>,
     code_search: Option<Arc<dyn CodeSearch>>,
+    code_context: Option<Arc<dyn tabby_common::api::code::CodeContext>>,
     doc_search: Arc<dyn tabby_common::api::doc::DocSearch>,
     logger: Arc<dyn EventLogger>,
     config: tabby_common::config::AnswerConfig,
@@ -374,6 +383,7 @@ async fn start_enterprise(
             server.enable_answer_engine(tabby_webserver::service::answer::AnswerDeps {
                 chat: setup.chat,
                 code: setup.code_search,
+                code_context: setup.code_context,
                 docs: Some(setup.doc_search),
                 logger: setup.logger,
                 config: setup.config,

@@ -90,6 +90,9 @@ pub struct AttachmentCode {
     pub content: String,
     /// 1-based; `None` for a whole file.
     pub start_line: Option<i64>,
+    /// Why it was retrieved (evidence packs); absent in attachments stored before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

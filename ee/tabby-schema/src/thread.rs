@@ -50,6 +50,9 @@ pub struct MessageAttachmentCode {
     pub content: String,
     /// `null` for a whole file.
     pub start_line: Option<i32>,
+    /// Why it was retrieved: which search words matched, or which edge of the evidence pack
+    /// (definition, caller, test) brought it; `null` for plain search hits.
+    pub reason: Option<String>,
 }
 
 #[derive(Clone, Debug, GraphQLObject)]

@@ -81,6 +81,24 @@ pub trait CodeSearch: Send + Sync {
     async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError>;
 }
 
+/// One piece of the evidence for a question (the evidence pack's item as a hit), and why it
+/// was retrieved, in words.
+#[derive(Clone, Debug)]
+pub struct ContextHit {
+    pub hit: CodeSearchHit,
+    pub reason: String,
+}
+
+/// The evidence pack of a task over one repository, as the Answer Engine uses it.
+#[async_trait]
+pub trait CodeContext: Send + Sync {
+    async fn context(
+        &self,
+        repository: &CodeRepository,
+        task: &str,
+    ) -> Result<Vec<ContextHit>, CodeSearchError>;
+}
+
 /// A repository a request is allowed to search.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodeRepository {

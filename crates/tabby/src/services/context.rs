@@ -71,6 +71,108 @@ pub enum Reason {
     Requested,
 }
 
+impl Reason {
+    /// The reason in words, as the Answer Engine's attachments show it.
+    pub fn describe(&self) -> String {
+        match self {
+            Reason::Search { matched_words, .. } if matched_words.is_empty() => {
+                "search hit".to_string()
+            }
+            Reason::Search { matched_words, .. } => {
+                format!("search hit: matches {}", matched_words.join(", "))
+            }
+            Reason::Definition { symbol } => format!("definition of {symbol}"),
+            Reason::Reference { symbol, from } => format!("uses {symbol} (defined in {from})"),
+            Reason::Test { of, by } => format!("test of {of} (by {by})"),
+            Reason::Requested => "requested".to_string(),
+        }
+    }
+}
+
+/// Characters and items of the pack the Answer Engine attaches to a question: its prompt must
+/// still fit a small embedded chat model.
+pub const ANSWER_BUDGET_CHARS: usize = 6000;
+pub const ANSWER_MAX_ITEMS: usize = 10;
+
+/// Evidence packs for the Answer Engine (`CodeContext`).
+pub struct AnswerContext(pub Arc<ContextService>);
+
+#[async_trait::async_trait]
+impl tabby_common::api::code::CodeContext for AnswerContext {
+    async fn context(
+        &self,
+        repository: &CodeRepository,
+        task: &str,
+    ) -> Result<Vec<tabby_common::api::code::ContextHit>, CodeSearchError> {
+        use tabby_common::api::code::{
+            CodeSearchDocument, CodeSearchHit, CodeSearchScores, ContextHit,
+        };
+        let pack = self
+            .0
+            .build(
+                vec![repository.clone()],
+                ContextRequest {
+                    task: task.chars().take(8192).collect(),
+                    symbols: Vec::new(),
+                    paths: Vec::new(),
+                    budget_chars: ANSWER_BUDGET_CHARS,
+                    max_items: ANSWER_MAX_ITEMS,
+                    exclude_path: None,
+                },
+            )
+            .await?;
+        Ok(pack
+            .items
+            .into_iter()
+            .map(|item| {
+                let scores = item
+                    .reasons
+                    .iter()
+                    .find_map(|r| match r {
+                        Reason::Search {
+                            rrf,
+                            bm25,
+                            embedding,
+                            ..
+                        } => Some(CodeSearchScores {
+                            rrf: *rrf,
+                            bm25: *bm25,
+                            embedding: *embedding,
+                        }),
+                        _ => None,
+                    })
+                    .unwrap_or(CodeSearchScores {
+                        rrf: 0.0,
+                        bm25: 0.0,
+                        embedding: 0.0,
+                    });
+                let reason = item
+                    .reasons
+                    .iter()
+                    .map(Reason::describe)
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                ContextHit {
+                    hit: CodeSearchHit {
+                        scores,
+                        doc: CodeSearchDocument {
+                            file_id: format!("{}:::{}", item.source_id, item.path),
+                            chunk_id: format!("{}:{}", item.path, item.start_line),
+                            body: item.excerpt,
+                            filepath: item.path,
+                            git_url: item.git_url,
+                            commit: item.commit,
+                            language: item.language,
+                            start_line: Some(item.start_line),
+                        },
+                    },
+                    reason,
+                }
+            })
+            .collect())
+    }
+}
+
 /// One piece of evidence.
 #[derive(Clone, Debug, Serialize)]
 pub struct PackItem {

@@ -29,6 +29,7 @@ async fn threads_messages_and_streamed_content() {
             filepath: "x.rs".into(),
             content: "fn x() {}".into(),
             start_line: Some(3),
+            reason: None,
         }])
     })
     .await

@@ -21,7 +21,7 @@ use async_openai::types::chat::{
 use futures::StreamExt;
 use tabby_common::{
     api::{
-        code::{CodeSearch, CodeSearchHit, CodeSearchQuery},
+        code::{CodeContext, CodeRepository, CodeSearch, CodeSearchHit, CodeSearchQuery},
         doc::{DocSearch, DocSearchDocument, DocSearchHit},
         event::{Event, EventLogger},
     },
@@ -35,7 +35,7 @@ use tabby_inference::ChatCompletionStream;
 use tabby_schema::{
     AccessPolicy, CoreError, Result,
     thread::{
-        ChatCompletionMessage, MessageAttachmentCode, MessageAttachmentCodeScores,
+        ChatCompletionMessage, CodeQueryInput, MessageAttachmentCode, MessageAttachmentCodeScores,
         MessageAttachmentCommitDoc, MessageAttachmentDoc, MessageAttachmentIngestedDoc,
         MessageAttachmentWebDoc, MessageCodeSearchHit, MessageDocSearchHit,
         ThreadAssistantMessageAttachmentsCode, ThreadAssistantMessageAttachmentsCodeFileList,
@@ -61,6 +61,8 @@ const DOC_HITS: usize = 5;
 pub struct AnswerDeps {
     pub chat: Arc<dyn ChatCompletionStream>,
     pub code: Option<Arc<dyn CodeSearch>>,
+    /// Evidence packs for the code context; without them, plain search.
+    pub code_context: Option<Arc<dyn CodeContext>>,
     pub docs: Option<Arc<dyn DocSearch>>,
     pub logger: Arc<dyn EventLogger>,
     pub config: AnswerConfig,
@@ -284,7 +286,7 @@ pub async fn merge_small_files(
     out
 }
 
-fn code_attachment(hit: &CodeSearchHit) -> AttachmentCode {
+fn code_attachment((hit, reason): &(CodeSearchHit, Option<String>)) -> AttachmentCode {
     AttachmentCode {
         git_url: hit.doc.git_url.clone(),
         commit: hit.doc.commit.clone(),
@@ -292,10 +294,11 @@ fn code_attachment(hit: &CodeSearchHit) -> AttachmentCode {
         filepath: hit.doc.filepath.clone(),
         content: hit.doc.body.clone(),
         start_line: hit.doc.start_line.map(|l| l as i64),
+        reason: reason.clone(),
     }
 }
 
-fn code_hit_item(hit: &CodeSearchHit) -> MessageCodeSearchHit {
+fn code_hit_item((hit, reason): &(CodeSearchHit, Option<String>)) -> MessageCodeSearchHit {
     MessageCodeSearchHit {
         code: MessageAttachmentCode {
             git_url: hit.doc.git_url.clone(),
@@ -304,6 +307,7 @@ fn code_hit_item(hit: &CodeSearchHit) -> MessageCodeSearchHit {
             language: hit.doc.language.clone(),
             content: hit.doc.body.clone(),
             start_line: hit.doc.start_line.map(|l| l as i32),
+            reason: reason.clone(),
         },
         scores: MessageAttachmentCodeScores {
             rrf: hit.scores.rrf as f64,
@@ -566,24 +570,9 @@ impl AnswerEngine {
                     } else {
                         query.content.clone()
                     };
-                    let params =
-                        params_with_override(&self.deps.config.code_search_params, &input.options);
-                    let hits = match code
-                        .search_in_language(
-                            CodeSearchQuery {
-                                filepath: query.filepath.clone(),
-                                language: query.language.clone(),
-                                content,
-                                source_id: repository.source_id.clone(),
-                            },
-                            params,
-                        )
-                        .await
-                    {
-                        Ok(hits) => merge_small_files(code.as_ref(), hits).await,
-                        Err(tabby_common::api::code::CodeSearchError::NotReady) => Vec::new(),
-                        Err(e) => return Err(CoreError::Other(e.into())),
-                    };
+                    let hits = self
+                        .code_snippets(code.as_ref(), input, query, &repository, content)
+                        .await?;
                     let stored: Vec<AttachmentCode> = hits.iter().map(code_attachment).collect();
                     attachment.code = Some(stored.clone());
                     self.db
@@ -600,6 +589,50 @@ impl AnswerEngine {
         }
 
         Ok(())
+    }
+
+    /// The snippets of step 1: the evidence pack for the question (search hits, the
+    /// definitions it names, their callers and tests, each with its reason), or plain hybrid
+    /// search when no pack builder is set, the client names a file, or the debug options
+    /// override the search parameters.
+    async fn code_snippets(
+        &self,
+        code: &dyn CodeSearch,
+        input: &RunInput,
+        query: &CodeQueryInput,
+        repository: &CodeRepository,
+        content: String,
+    ) -> Result<Vec<(CodeSearchHit, Option<String>)>> {
+        let overridden = input
+            .options
+            .debug_options
+            .as_ref()
+            .is_some_and(|d| d.code_search_params_override.is_some());
+        if let (Some(packs), None, false) = (&self.deps.code_context, &query.filepath, overridden) {
+            return match packs.context(repository, &content).await {
+                Ok(items) => Ok(items.into_iter().map(|c| (c.hit, Some(c.reason))).collect()),
+                Err(tabby_common::api::code::CodeSearchError::NotReady) => Ok(Vec::new()),
+                Err(e) => Err(CoreError::Other(e.into())),
+            };
+        }
+        let params = params_with_override(&self.deps.config.code_search_params, &input.options);
+        let hits = match code
+            .search_in_language(
+                CodeSearchQuery {
+                    filepath: query.filepath.clone(),
+                    language: query.language.clone(),
+                    content,
+                    source_id: repository.source_id.clone(),
+                },
+                params,
+            )
+            .await
+        {
+            Ok(hits) => merge_small_files(code, hits).await,
+            Err(tabby_common::api::code::CodeSearchError::NotReady) => Vec::new(),
+            Err(e) => return Err(CoreError::Other(e.into())),
+        };
+        Ok(hits.into_iter().map(|h| (h, None)).collect())
     }
 
     /// Step 2: documents from the sources the reader may read.
@@ -809,6 +842,7 @@ mod tests {
                 filepath: "src/pricing.py".into(),
                 content: "def price():\n    return 1".into(),
                 start_line: Some(3),
+                reason: None,
             }]),
             doc: Some(vec![AttachmentDoc::Web(AttachmentWebDoc {
                 title: "Docs".into(),

@@ -121,6 +121,7 @@ pub fn message(dao: ThreadMessageDAO) -> Message {
                     language: c.language,
                     content: c.content,
                     start_line: c.start_line.map(|l| l as i32),
+                    reason: c.reason,
                 })
                 .collect(),
             doc: attachment
