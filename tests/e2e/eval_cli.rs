@@ -502,6 +502,23 @@ fn eval_generate_builds_a_set_in_every_language_with_tags() {
         json!([{"filepath": "util/strings.go", "start_line": 4, "end_line": 10}])
     );
 
+    // An output directory inside the tree is not read back as source.
+    let inside = src.join("generated-set");
+    for _ in 0..2 {
+        let (status, stdout, stderr) = generate(&inside);
+        assert!(status.success(), "{stdout}{stderr}");
+        assert!(stdout.contains("tiny: 10 files"), "{stdout}");
+    }
+    std::fs::remove_dir_all(&inside).unwrap();
+    // A symlink to a file outside the tree is not followed.
+    let secret = root.path().join("secret.py");
+    std::fs::write(
+        &secret,
+        "def leaked_secret_function():\n    \"\"\"Returns the launch codes of the base.\"\"\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&secret, src.join("link.py")).unwrap();
+
     // Seeded: a second run writes the same set.
     let again = root.path().join("again");
     assert!(generate(&again).0.success());
@@ -509,6 +526,7 @@ fn eval_generate_builds_a_set_in_every_language_with_tags() {
         std::fs::read(out.join("queries.jsonl")).unwrap(),
         std::fs::read(again.join("queries.jsonl")).unwrap()
     );
+    assert!(!again.join("corpus-full/link.py").exists());
 
     // The set runs through `tabby eval`, with the service's row and the ranker's features.
     let features = root.path().join("features.jsonl");

@@ -76,7 +76,13 @@ struct SourceFile {
 
 /// The files of `src` the generator reads: regular UTF-8 files of at most 1 MiB in a language
 /// with a tags query, outside dot-directories and build/vendor directories, by relative path.
-fn read_tree(src: &Path, only: Option<&str>) -> anyhow::Result<BTreeMap<String, SourceFile>> {
+/// Symbolic links are not followed, and `skip` (the output directory, when it lies inside the
+/// tree) is not read.
+fn read_tree(
+    src: &Path,
+    only: Option<&str>,
+    skip: Option<&Path>,
+) -> anyhow::Result<BTreeMap<String, SourceFile>> {
     let languages = LanguageTable::builtin();
     let mut files = BTreeMap::new();
     let mut stack = vec![src.to_path_buf()];
@@ -93,7 +99,8 @@ fn read_tree(src: &Path, only: Option<&str>) -> anyhow::Result<BTreeMap<String, 
             };
             let path = entry.path();
             if kind.is_dir() {
-                if !SKIPPED_DIRS.contains(&name.as_str()) {
+                let skipped = skip.is_some_and(|s| path.canonicalize().is_ok_and(|p| p == s));
+                if !SKIPPED_DIRS.contains(&name.as_str()) && !skipped {
                     stack.push(path);
                 }
                 continue;
@@ -265,7 +272,8 @@ pub fn run(options: GenerateOptions) -> anyhow::Result<()> {
     if options.name.is_empty() || options.name.contains(['/', '\\', '"']) {
         bail!("the set name must be a plain word, not {:?}", options.name);
     }
-    let files = read_tree(&options.src, options.language.as_deref())?;
+    let out = options.out.canonicalize().ok();
+    let files = read_tree(&options.src, options.language.as_deref(), out.as_deref())?;
     if files.is_empty() {
         bail!(
             "{} holds no source files in a language with a tags query{}",
