@@ -1005,30 +1005,7 @@ async fn ee_answer_code_context_follows_the_access_policy() {
     )
     .await;
     let a = &admin.access_token;
-    let group = gql_ok(
-        server,
-        Some(a),
-        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
-        json!({}),
-    )
-    .await["createUserGroup"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    gql_ok(
-        server,
-        Some(a),
-        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
-        json!({"g": group, "u": member.id}),
-    )
-    .await;
-    gql_ok(
-        server,
-        Some(a),
-        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
-        json!({"s": vault_id, "g": group}),
-    )
-    .await;
+    let group = restrict_to_new_group(server, a, "vault-team", &member, &vault_id).await;
     // The policy is in force for search (the same snapshot the engine reads).
     let (status, _) = search(
         server,

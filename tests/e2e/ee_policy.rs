@@ -186,30 +186,7 @@ local_repository_roots = ["{root}"]
     );
 
     // The admin restricts it to a group with the member in it.
-    let group = gql_ok(
-        &server,
-        Some(a),
-        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
-        json!({}),
-    )
-    .await["createUserGroup"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
-        json!({"g": group, "u": member.id}),
-    )
-    .await;
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
-        json!({"s": vault_id, "g": group}),
-    )
-    .await;
+    let group = restrict_to_new_group(&server, a, "vault-team", &member, &vault_id).await;
     let policy = gql_ok(
         &server,
         Some(a),

@@ -308,3 +308,24 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Restricts `source_id` to a new group `name` with `member` in it (as `admin_token`); returns
+/// the group's id.
+pub async fn restrict_to_new_group(
+    server: &TabbyServer,
+    admin_token: &str,
+    name: &str,
+    member: &Account,
+    source_id: &str,
+) -> String {
+    let group = create_group(server, admin_token, name).await;
+    add_member(server, admin_token, &group, &member.id, false).await;
+    gql_ok(
+        server,
+        Some(admin_token),
+        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
+        json!({"s": source_id, "g": group}),
+    )
+    .await;
+    group
+}

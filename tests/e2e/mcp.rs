@@ -360,23 +360,6 @@ async fn ee_mcp_needs_a_token_and_keeps_private_repositories_private() {
         "src/reactor.py",
     )
     .await;
-    let group = gql_ok(
-        &server,
-        Some(a),
-        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
-        json!({}),
-    )
-    .await["createUserGroup"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
-        json!({"g": group, "u": member.id}),
-    )
-    .await;
     let vault_id = gql_ok(
         &server,
         Some(a),
@@ -392,13 +375,7 @@ async fn ee_mcp_needs_a_token_and_keeps_private_repositories_private() {
         .as_str()
         .unwrap()
         .to_string();
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
-        json!({"s": vault_id, "g": group}),
-    )
-    .await;
+    restrict_to_new_group(&server, a, "vault-team", &member, &vault_id).await;
 
     let url = server.url("/mcp");
     // No token, or a wrong one: 401 before any MCP processing.
@@ -730,30 +707,7 @@ async fn ee_mcp_search_docs_keeps_restricted_sources_private() {
         .await;
         assert_eq!(status, 202, "{answer}");
     }
-    let group = gql_ok(
-        &server,
-        Some(a),
-        "mutation { createUserGroup(input: {name: \"vault-team\"}) }",
-        json!({}),
-    )
-    .await["createUserGroup"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($g: ID!, $u: ID!) { upsertUserGroupMembership(input: {userGroupId: $g, userId: $u, isGroupAdmin: false}) }",
-        json!({"g": group, "u": member.id}),
-    )
-    .await;
-    gql_ok(
-        &server,
-        Some(a),
-        "mutation($s: String!, $g: ID!) { grantSourceIdReadAccess(sourceId: $s, userGroupId: $g) }",
-        json!({"s": "ingested:vault", "g": group}),
-    )
-    .await;
+    restrict_to_new_group(&server, a, "vault-team", &member, "ingested:vault").await;
     let probes = json!([
         {"name": "search_docs", "arguments": {"query": "pelican protocol"}},
         {"name": "search_docs", "arguments": {"query": "pelican protocol", "kind": "commit"}},
