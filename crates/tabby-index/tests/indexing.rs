@@ -319,6 +319,10 @@ impl GitDaemon {
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
+            // Its per-connection children outlive a kill of the daemon: none may hold the
+            // test's output open (nextest reports that as a leak).
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("git daemon");
