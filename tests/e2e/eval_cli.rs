@@ -569,53 +569,24 @@ fn eval_generate_builds_a_set_in_every_language_with_tags() {
 #[test]
 fn eval_generate_and_ranker_reject_bad_input_with_a_message() {
     let root = tempfile::tempdir().unwrap();
-    let (status, _, stderr) = run_tabby(
-        root.path(),
-        &[
-            "eval",
-            "generate",
-            "--src",
-            "/nonexistent/tree",
-            "--out",
-            "x",
-            "--name",
-            "n",
-        ],
-    );
-    assert!(!status.success());
+    let generate = |src: &str, name: &str| {
+        let (status, _, stderr) = run_tabby(
+            root.path(),
+            &[
+                "eval", "generate", "--src", src, "--out", "x", "--name", name,
+            ],
+        );
+        assert!(!status.success(), "{stderr}");
+        stderr
+    };
+    let stderr = generate("/nonexistent/tree", "n");
     assert!(stderr.contains("is not a directory"), "{stderr}");
     let empty = root.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     std::fs::write(empty.join("notes.txt"), "just words").unwrap();
-    let (status, _, stderr) = run_tabby(
-        root.path(),
-        &[
-            "eval",
-            "generate",
-            "--src",
-            empty.to_str().unwrap(),
-            "--out",
-            "x",
-            "--name",
-            "n",
-        ],
-    );
-    assert!(!status.success());
+    let stderr = generate(empty.to_str().unwrap(), "n");
     assert!(stderr.contains("holds no source files"), "{stderr}");
-    let (status, _, stderr) = run_tabby(
-        root.path(),
-        &[
-            "eval",
-            "generate",
-            "--src",
-            empty.to_str().unwrap(),
-            "--out",
-            "x",
-            "--name",
-            "../up",
-        ],
-    );
-    assert!(!status.success());
+    let stderr = generate(empty.to_str().unwrap(), "../up");
     assert!(stderr.contains("plain word"), "{stderr}");
 
     let f = Fixture::new();

@@ -163,29 +163,7 @@ enum EvalCommand {
     /// Build a labelled set (shared/eval's format: queries.jsonl, corpus-full/, corpus-nodocs/)
     /// from a source tree: nl queries from doc comments and docstrings, completion queries from
     /// cross-file calls, in every language with a tree-sitter tags query. Seeded.
-    Generate {
-        /// The source tree (a directory or a git work tree).
-        #[arg(long)]
-        src: PathBuf,
-        /// Where to write the set.
-        #[arg(long)]
-        out: PathBuf,
-        /// The set's name (query ids are NAME-nl-0000, NAME-cc-0000).
-        #[arg(long)]
-        name: String,
-        /// Only files of this language (`python`, `rust`, `go`, `java`,
-        /// `javascript-typescript`, …).
-        #[arg(long)]
-        language: Option<String>,
-        #[arg(long, default_value_t = 20240601)]
-        seed: u64,
-        /// nl queries at most (shared/eval's click set has 110).
-        #[arg(long, default_value_t = 110)]
-        max_nl: usize,
-        /// completion queries at most (click: 93).
-        #[arg(long, default_value_t = 93)]
-        max_completion: usize,
-    },
+    Generate(tabby::eval::generate::GenerateOptions),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -254,26 +232,9 @@ fn main() -> std::process::ExitCode {
                 query,
             } => tabby::cli::search(config, repo, language, json, limit, query).await,
             Command::Eval {
-                generate:
-                    Some(EvalCommand::Generate {
-                        src,
-                        out,
-                        name,
-                        language,
-                        seed,
-                        max_nl,
-                        max_completion,
-                    }),
+                generate: Some(EvalCommand::Generate(options)),
                 ..
-            } => tabby::eval::generate::run(tabby::eval::generate::GenerateOptions {
-                src,
-                out,
-                name,
-                language,
-                seed,
-                max_nl,
-                max_completion,
-            }),
+            } => tabby::eval::generate::run(options),
             Command::Eval {
                 generate: None,
                 queries: Some(queries),

@@ -32,14 +32,29 @@ use serde_json::json;
 use tabby_common::{index::code::is_test_path, languages::LanguageTable};
 use tabby_index::code::intelligence::{FileTags, file_tags};
 
+/// `tabby eval generate`'s arguments.
+#[derive(clap::Args)]
 pub struct GenerateOptions {
+    /// The source tree (a directory or a git work tree).
+    #[arg(long)]
     pub src: PathBuf,
+    /// Where to write the set.
+    #[arg(long)]
     pub out: PathBuf,
+    /// The set's name (query ids are NAME-nl-0000, NAME-cc-0000).
+    #[arg(long)]
     pub name: String,
-    /// Only files of this canonical language (e.g. `python`, `rust`, `javascript-typescript`).
+    /// Only files of this language (`python`, `rust`, `go`, `java`,
+    /// `javascript-typescript`, …).
+    #[arg(long)]
     pub language: Option<String>,
+    #[arg(long, default_value_t = 20240601)]
     pub seed: u64,
+    /// nl queries at most (shared/eval's click set has 110).
+    #[arg(long, default_value_t = 110)]
     pub max_nl: usize,
+    /// completion queries at most (click: 93).
+    #[arg(long, default_value_t = 93)]
     pub max_completion: usize,
 }
 

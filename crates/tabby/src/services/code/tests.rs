@@ -194,34 +194,8 @@ fn thresholds_are_strict_and_skip_a_missing_embedding_leg() {
 #[tokio::test]
 async fn at_most_two_hits_per_file() {
     let f = fixture().await;
-    let hits = f
-        .service
-        .search_in_language(
-            query(
-                "parse_config load_config path",
-                Some("python"),
-                None,
-                "config:a",
-            ),
-            open_params(20),
-        )
-        .await
-        .unwrap();
-    let from_many = hits
-        .iter()
-        .filter(|h| h.doc.filepath == "src/many.py")
-        .count();
-    assert_eq!(
-        from_many,
-        2,
-        "{:?}",
-        hits.iter().map(|h| &h.doc.filepath).collect::<Vec<_>>()
-    );
-    assert!(hits.iter().any(|h| h.doc.filepath == "src/single.py"));
-    // 0: no cap (the default), every matching chunk of the file may come back.
-    let uncapped = f
-        .service
-        .search_in_language(
+    let from_many = |cap: usize| {
+        let search = f.service.search_in_language(
             query(
                 "parse_config load_config path",
                 Some("python"),
@@ -229,17 +203,30 @@ async fn at_most_two_hits_per_file() {
                 "config:a",
             ),
             CodeSearchParams {
-                max_hits_per_file: 0,
+                max_hits_per_file: cap,
                 ..open_params(20)
             },
-        )
-        .await
-        .unwrap();
-    let from_many = uncapped
-        .iter()
-        .filter(|h| h.doc.filepath == "src/many.py")
-        .count();
-    assert!(from_many > 2, "{from_many}");
+        );
+        async move {
+            let hits = search.await.unwrap();
+            let n = hits
+                .iter()
+                .filter(|h| h.doc.filepath == "src/many.py")
+                .count();
+            (n, hits)
+        }
+    };
+    let (n, hits) = from_many(2).await;
+    assert_eq!(
+        n,
+        2,
+        "{:?}",
+        hits.iter().map(|h| &h.doc.filepath).collect::<Vec<_>>()
+    );
+    assert!(hits.iter().any(|h| h.doc.filepath == "src/single.py"));
+    // 0: no cap (the default), every matching chunk of the file may come back.
+    let (n, _) = from_many(0).await;
+    assert!(n > 2, "{n}");
     assert_eq!(CodeSearchParams::completion_default().max_hits_per_file, 0);
     assert_eq!(CodeSearchParams::upstream_completion().max_hits_per_file, 2);
 }
