@@ -4,6 +4,7 @@ features that `tabby eval --features-out` wrote for generated sets, and writes t
 
 Usage:
   scripts/eval/train_ranker.py SETS_DIR OUT.json [--refine] [--cap N] [--collect TABBY]
+  scripts/eval/train_ranker.py SETS_DIR --evaluate RANKER.json [--cap N]   (no training)
     SETS_DIR/splits.tsv names each set's split (scripts/eval/training_sets.py writes it);
     SETS_DIR/<set>/features.jsonl holds its candidates. Only `train` sets are fitted on; the
     `dev` sets are scored (Recall@10 / MRR@10 offline, from the same candidates, with the
@@ -170,14 +171,18 @@ def metrics(queries, key):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('sets_dir')
-    ap.add_argument('out')
+    ap.add_argument('out', nargs='?')
     ap.add_argument('--version', default='linear-v1')
     ap.add_argument('--cap', type=int, default=0,
                     help='hits per file the metrics count (0: no cap, the service default)')
     ap.add_argument('--refine', action='store_true',
                     help='then coordinate ascent on Recall@10 + MRR@10 of the training sets')
     ap.add_argument('--collect', metavar='TABBY', help='the tabby binary to write features with')
+    ap.add_argument('--evaluate', metavar='RANKER',
+                    help='only print the table for this ranker file (no training, nothing written)')
     args = ap.parse_args()
+    if not args.out and not args.evaluate:
+        ap.error('give OUT.json, or --evaluate RANKER.json')
     global CAP
     CAP = args.cap or 1 << 30
     splits = read_splits(args.sets_dir)
@@ -211,7 +216,12 @@ def main():
     dim = len(names)
     fixed = {names.index('bias')}
     weights, trained_on = {}, {}
-    for kind in ('code', 'nl'):
+    if args.evaluate:
+        given = json.load(open(args.evaluate))
+        if given['features'] != names:
+            sys.exit(f'{args.evaluate} names other features than the collected ones')
+        weights = given['weights']
+    for kind in ('code', 'nl') if not args.evaluate else ():
         train = [q for n, qs in data.items() if splits[n]['split'] == 'train'
                  for q in qs if q['ranker_kind'] == kind]
         print(f'{kind}: {len(train)} training queries', file=sys.stderr)
@@ -237,6 +247,18 @@ def main():
                   ' | '.join(f'{r:.3f} / {m:.3f}' for r, m in row) + ' |')
             report.append(dict(set=name, split=splits[name]['split'], kind=kind, n=len(sub),
                                bm25=row[0], embedding=row[1], rrf=row[2], learned=row[3]))
+    # Means over the sets with 10+ queries of a kind, per split.
+    for split in ('train', 'dev'):
+        for kind in ('completion', 'nl'):
+            rows = [r for r in report if r['split'] == split and r['kind'] == kind and r['n'] >= 10]
+            if not rows:
+                continue
+            mean = lambda leg, i: sum(r[leg][i] for r in rows) / len(rows)
+            print(f'| mean of {len(rows)} sets | {split} | {kind} | | ' + ' | '.join(
+                f'{mean(leg, 0):.3f} / {mean(leg, 1):.3f}'
+                for leg in ('bm25', 'embedding', 'rrf', 'learned')) + ' |')
+    if args.evaluate:
+        return
     out = dict(
         version=args.version,
         features=names,
