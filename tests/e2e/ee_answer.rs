@@ -1620,6 +1620,25 @@ async fn ee_answer_on_the_embedded_chat_model_with_code_context_and_a_follow_up(
         );
         assert!(names.contains(&"ThreadRelevantQuestions"), "{names:?}");
         assert!(!run.content().trim().is_empty());
+        // When the model asks for snippets, they are the evidence pack, each with its reason.
+        let reading = run.one("ThreadAssistantMessageReadingCode");
+        eprintln!("the embedded model chose {reading}");
+        if reading["snippet"] == true {
+            let hits = run.one("ThreadAssistantMessageAttachmentsCode")["hits"]
+                .as_array()
+                .unwrap()
+                .clone();
+            assert!(
+                hits.iter()
+                    .any(|h| h["code"]["filepath"] == "src/pricing.py"),
+                "{hits:#?}"
+            );
+            assert!(
+                hits.iter()
+                    .all(|h| h["code"]["reason"].as_str().is_some_and(|r| !r.is_empty())),
+                "{hits:#?}"
+            );
+        }
     };
     let code_query = json!({"sourceId": shop_id, "content": PRICING_QUERY, "language": "python"});
     let run = create_and_run(
