@@ -14,7 +14,6 @@ mod edge;
 mod graphiql;
 mod ingestion;
 pub mod job;
-mod job_progress;
 pub mod jwt;
 pub mod password;
 pub mod ratelimit;

@@ -1,0 +1,285 @@
+//! Background jobs stored in SQLite (`job_runs`).
+//!
+//! A job is a row whose `command` is a serialized [`BackgroundJobEvent`] (upstream's JSON, so
+//! `triggerJobRun` takes the same strings). Cron and user actions only enqueue; one worker
+//! takes pending rows in order, sets `started_at`, runs the job with a log file at
+//! `$TABBY_ROOT/ee/jobs/<id>/stdout.log`, and records the exit code. A failed job notifies the
+//! admins and the worker goes on. At start-up, runs that were running when the server stopped
+//! are marked failed and their commands enqueued again.
+//!
+//! One file per job (`index_repository`, `web_crawler`, `garbage_collection`, `ingestion`,
+//! `maintenance` for hourly and daily); `event` is the command, `sources` reads the rows a job
+//! runs on, `schedule` the cron side, `log` and `progress` what a run reports, `graphql` the
+//! GraphQL service.
+
+mod event;
+mod garbage_collection;
+mod graphql;
+mod index_repository;
+mod ingestion;
+mod log;
+mod maintenance;
+pub(crate) mod progress;
+mod schedule;
+mod sources;
+mod web_crawler;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use tabby_common::git_url::redact_urls_in;
+use tabby_db::{DbConn, JobRunDAO};
+use tabby_index::EmbeddingSetup;
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+use self::progress::LiveRuns;
+pub use self::{
+    event::{BackgroundJobEvent, CodeRepositoryJob, JobRequest, SourceRef, WebCrawlerJob},
+    graphql::job_run,
+    index_repository::COMMITS_PER_REPOSITORY,
+    ingestion::{ingested_doc_id, ingested_source_id},
+    log::JobLog,
+    maintenance::{JOB_RUN_RETENTION_DAYS, PASSWORD_RESET_LIFETIME_HOURS},
+    schedule::{DAILY, HOURLY, INGESTION_CHECK},
+    sources::web_document_source_id,
+    web_crawler::{CrawledPage, HttpCrawler, WebCrawler},
+};
+use crate::directory::Directory;
+
+/// Pending runs are looked for at least this often (a trigger wakes the worker at once).
+const POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// What jobs need from the server: where things are and the embedding model.
+pub struct JobDeps {
+    pub index_dir: PathBuf,
+    pub repositories_dir: PathBuf,
+    pub embedding: Option<EmbeddingSetup>,
+    pub languages: tabby_common::languages::LanguageTable,
+}
+
+pub struct JobService {
+    db: DbConn,
+    directory: Arc<Directory>,
+    jobs_dir: PathBuf,
+    deps: OnceLock<Arc<JobDeps>>,
+    crawler: OnceLock<Arc<dyn WebCrawler>>,
+    wake: Notify,
+    live: LiveRuns,
+}
+
+impl JobService {
+    pub fn new(db: DbConn, directory: Arc<Directory>, jobs_dir: PathBuf) -> Self {
+        Self {
+            db,
+            directory,
+            jobs_dir,
+            deps: OnceLock::new(),
+            crawler: OnceLock::new(),
+            wake: Notify::new(),
+            live: LiveRuns::default(),
+        }
+    }
+
+    pub fn jobs_dir(&self) -> &Path {
+        &self.jobs_dir
+    }
+
+    pub fn set_deps(&self, deps: JobDeps) {
+        let _ = self.deps.set(Arc::new(deps));
+    }
+
+    pub fn set_crawler(&self, crawler: Arc<dyn WebCrawler>) {
+        let _ = self.crawler.set(crawler);
+    }
+
+    /// Enqueues `event` unless the same command is still pending; returns the run id and
+    /// whether it is new.
+    pub async fn trigger(&self, event: &BackgroundJobEvent) -> anyhow::Result<(i64, bool)> {
+        let (id, created) = self
+            .db
+            .create_job_run(event.name(), &event.to_command())
+            .await?;
+        self.wake.notify_one();
+        Ok((id, created))
+    }
+
+    /// The event a `triggerJobRun` request stands for, built from the rows it names.
+    async fn requested_event(
+        &self,
+        request: JobRequest,
+    ) -> tabby_schema::Result<BackgroundJobEvent> {
+        let unknown = |what: &str, source_id: &str| {
+            let shown: String = source_id.chars().take(100).collect();
+            tabby_schema::CoreError::invalid(
+                "command",
+                format!("No {what} has source id {shown:?}"),
+            )
+        };
+        Ok(match request {
+            JobRequest::SchedulerGitRepository(r) => BackgroundJobEvent::SchedulerGitRepository(
+                self.repository_job(&r.source_id)
+                    .await?
+                    .ok_or_else(|| unknown("repository", &r.source_id))?,
+            ),
+            JobRequest::WebCrawler(r) => BackgroundJobEvent::WebCrawler(
+                self.web_crawler_job(&r.source_id)
+                    .await?
+                    .ok_or_else(|| unknown("web document", &r.source_id))?,
+            ),
+            JobRequest::IndexGarbageCollection => BackgroundJobEvent::IndexGarbageCollection,
+            JobRequest::SyncIngestionIndex => BackgroundJobEvent::SyncIngestionIndex,
+            JobRequest::Hourly => BackgroundJobEvent::Hourly,
+            JobRequest::Daily => BackgroundJobEvent::Daily,
+        })
+    }
+
+    /// Enqueues indexing of every repository.
+    pub async fn trigger_all_repositories(&self) -> anyhow::Result<()> {
+        for job in self.repository_jobs().await? {
+            self.trigger(&BackgroundJobEvent::SchedulerGitRepository(job))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Starts the worker and the schedules. At start: stale runs are failed and re-enqueued,
+    /// then every repository is enqueued for indexing.
+    pub fn start(self: &Arc<Self>) {
+        let service = self.clone();
+        tokio::spawn(async move {
+            match service.db.finalize_stale_job_runs().await {
+                Ok(stale) => {
+                    for run in stale {
+                        warn!(
+                            "job run {} ({}) was interrupted by a restart: marked failed, enqueued again",
+                            run.id, run.job
+                        );
+                        // Commands of older versions may carry credentials: store the
+                        // redacted form.
+                        let command = BackgroundJobEvent::from_command(&run.command)
+                            .map(|e| e.to_command())
+                            .unwrap_or(run.command);
+                        if let Err(e) = service.db.create_job_run(&run.job, &command).await {
+                            warn!("cannot re-enqueue job run {}: {e}", run.id);
+                        }
+                    }
+                }
+                Err(e) => warn!("cannot finalize stale job runs: {e}"),
+            }
+            if let Err(e) = service.trigger_all_repositories().await {
+                warn!("cannot enqueue repository indexing: {e:#}");
+            }
+            service.worker().await;
+        });
+        self.clone().spawn_schedules();
+    }
+
+    async fn worker(&self) {
+        loop {
+            let run = match self.db.claim_next_job_run().await {
+                Ok(Some(run)) => run,
+                Ok(None) => {
+                    let _ = tokio::time::timeout(POLL_INTERVAL, self.wake.notified()).await;
+                    continue;
+                }
+                Err(e) => {
+                    warn!("cannot read pending job runs: {e}");
+                    tokio::time::sleep(POLL_INTERVAL).await;
+                    continue;
+                }
+            };
+            let exit_code = self.execute(&run).await;
+            if let Err(e) = self.db.finish_job_run(run.id, exit_code).await {
+                warn!("cannot record the end of job run {}: {e}", run.id);
+            }
+        }
+    }
+
+    /// Runs one job; its exit code: 0 success, 1 failure, -1 unreadable command.
+    async fn execute(&self, run: &JobRunDAO) -> i64 {
+        let live = self.live.begin(run.id);
+        let log = match JobLog::create(&self.jobs_dir, run.id) {
+            Ok(log) => log.with_progress(live.progress.clone()),
+            Err(e) => {
+                warn!("job run {}: {e:#}", run.id);
+                return 1;
+            }
+        };
+        let event = match BackgroundJobEvent::from_command(&run.command) {
+            Ok(event) => event,
+            Err(e) => {
+                log.warn(format!("{e:#}"));
+                return -1;
+            }
+        };
+        info!("job run {} ({}) started", run.id, run.job);
+        log.info(format!("running {}", run.command));
+        // A panicking job must not take the worker down.
+        let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(
+            self.run_job(&event, &log),
+        ))
+        .await;
+        let error = match outcome {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("{e:#}")),
+            Err(_) => Some("the job panicked".to_string()),
+        };
+        match error {
+            None => {
+                log.info("finished");
+                info!("job run {} ({}) finished", run.id, run.job);
+                0
+            }
+            Some(message) => {
+                let message = redact_urls_in(&message);
+                log.warn(format!("failed: {message}"));
+                warn!("job run {} ({}) failed: {message}", run.id, run.job);
+                let content = format!(
+                    "Job **{}** (run {}) failed: {message}\n\nSee `/background-jobs/{}/logs`.",
+                    run.job,
+                    tabby_schema::encode_id(run.id),
+                    tabby_schema::encode_id(run.id)
+                );
+                if let Err(e) = self.db.create_notification("admin", &content).await {
+                    warn!("cannot notify admins: {e}");
+                }
+                1
+            }
+        }
+    }
+
+    fn deps(&self) -> anyhow::Result<Arc<JobDeps>> {
+        self.deps
+            .get()
+            .cloned()
+            .context("the indexing setup is not ready yet")
+    }
+
+    async fn run_job(&self, event: &BackgroundJobEvent, log: &JobLog) -> anyhow::Result<()> {
+        match event {
+            BackgroundJobEvent::SchedulerGitRepository(job) => {
+                let job = self
+                    .repository_job(&job.source_id)
+                    .await?
+                    .with_context(|| format!("repository {} no longer exists", job.source_id))?;
+                self.index_repository(&job, log).await
+            }
+            BackgroundJobEvent::WebCrawler(job) => {
+                let job = self
+                    .web_crawler_job(&job.source_id)
+                    .await?
+                    .with_context(|| format!("web document {} no longer exists", job.source_id))?;
+                self.crawl(&job, log).await
+            }
+            BackgroundJobEvent::IndexGarbageCollection => self.garbage_collect(log).await,
+            BackgroundJobEvent::SyncIngestionIndex => self.sync_ingestion(log).await,
+            BackgroundJobEvent::Hourly => self.hourly(log).await,
+            BackgroundJobEvent::Daily => self.daily(log).await,
+        }
+    }
+}
