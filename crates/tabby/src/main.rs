@@ -130,8 +130,8 @@ enum Command {
         /// `on` (the config), or parts joined by `+`: `comment`, `file_sep`, `auto` (snippet
         /// format), `open` (no score thresholds), `noimports` (no import-aware candidates),
         /// `headsN` (snippets too large for the room written as their first N lines),
-        /// `suffixN` / `snippetsN` (`suffix_bytes` / `snippet_bytes` = N),
-        /// `upstream` (upstream's snippet budget, format and thresholds).
+        /// `suffixN` / `snippetsN` / `maxN` (`suffix_bytes` / `snippet_bytes` /
+        /// `max_input_length` = N), `upstream` (upstream's snippet budget, format and thresholds).
         #[arg(long, default_value = "off,on")]
         variants: String,
         /// With --mode completion: the first N completion queries only.

@@ -63,6 +63,8 @@ pub struct Variant {
     suffix_bytes: Option<usize>,
     /// `snippetsN`: `snippet_bytes = N`.
     snippet_bytes: Option<usize>,
+    /// `maxN`: `max_input_length = N`.
+    max_input_length: Option<usize>,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -77,7 +79,7 @@ fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
 
 impl Variant {
     /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
-    /// `snippetsN`, `upstream`, combined with `+`
+    /// `snippetsN`, `maxN`, `upstream`, combined with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
         list.split(',').map(|v| Variant::parse(v.trim())).collect()
@@ -94,6 +96,7 @@ impl Variant {
             head_lines: None,
             suffix_bytes: None,
             snippet_bytes: None,
+            max_input_length: None,
         };
         for part in spec.split('+') {
             match part {
@@ -112,9 +115,11 @@ impl Variant {
                         v.suffix_bytes = Some(n);
                     } else if let Some(n) = numbered(other, "snippets")? {
                         v.snippet_bytes = Some(n);
+                    } else if let Some(n) = numbered(other, "max")? {
+                        v.max_input_length = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, headsN, suffixN, snippetsN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, headsN, suffixN, snippetsN, maxN or upstream"
                         )
                     }
                 }
@@ -143,6 +148,9 @@ impl Variant {
         }
         if let Some(n) = self.snippet_bytes {
             c.snippet_bytes = n;
+        }
+        if let Some(n) = self.max_input_length {
+            c.max_input_length = n;
         }
         if let Some(f) = self.format {
             c.snippet_format = f;
