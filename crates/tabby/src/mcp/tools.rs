@@ -30,7 +30,7 @@ use crate::services::{
     code::symbols::SymbolUse,
     context::{
         self, ContextRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS, MAX_ITEMS,
-        Pack, occurrences, repository_name,
+        Pack, name_line, occurrences, repository_name,
     },
 };
 
@@ -1107,8 +1107,9 @@ fn find_symbol(
     let mut items = Vec::new();
     let mut text = String::new();
     'repos: for repo in repos {
-        let chunks = match service.symbol_chunks(&repo.source_id, &name, kind, 200) {
-            Ok(chunks) => chunks,
+        let files = match service.symbol_files(&repo.source_id, &name, kind, 200, MAX_SYMBOL_FILES)
+        {
+            Ok(files) => files,
             Err(CodeSearchError::NotReady) => {
                 return Ok(tool_error(
                     "the code index is not ready yet: indexing has not finished its first run",
@@ -1119,15 +1120,6 @@ fn find_symbol(
                 return Ok(tool_error("symbol search failed"));
             }
         };
-        let mut files: Vec<(String, String)> = Vec::new();
-        for chunk in chunks {
-            if files.len() == MAX_SYMBOL_FILES {
-                break;
-            }
-            if !files.iter().any(|(p, _)| p == &chunk.filepath) {
-                files.push((chunk.filepath, chunk.language));
-            }
-        }
         if files.is_empty() {
             continue;
         }
@@ -1178,7 +1170,7 @@ fn find_symbol(
                 SymbolUse::Occurrence => {
                     let definition_lines: Vec<usize> = definitions
                         .iter()
-                        .map(|tag| content[..tag.name_range.start].matches('\n').count() + 1)
+                        .map(|tag| name_line(&content, tag))
                         .collect();
                     for (line, shown) in occurrences(&content, &name) {
                         let shown: String = shown.chars().take(MAX_LINE_CHARS).collect();

@@ -48,6 +48,8 @@ const MAX_TASK_SYMBOLS: usize = 8;
 /// Distinct files one pack reads (and parses) at most: the bound on its cost, whatever the
 /// symbols and the repository size.
 const MAX_FILES_PER_PACK: usize = 200;
+/// Chunks looked at per symbol to find the files that define or use it.
+const SYMBOL_CHUNKS: usize = 50;
 
 /// Why an item is in the pack.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -308,7 +310,7 @@ pub fn occurrences(text: &str, name: &str) -> Vec<(usize, String)> {
 }
 
 /// The 1-based line a tag's name is on.
-fn name_line(text: &str, tag: &Tag) -> usize {
+pub fn name_line(text: &str, tag: &Tag) -> usize {
     text[..tag.name_range.start.min(text.len())]
         .matches('\n')
         .count()
@@ -610,31 +612,20 @@ impl ContextService {
     ) -> Result<Vec<(usize, String, String, Tag)>, CodeSearchError> {
         let mut out = Vec::new();
         for (i, repo) in repos.iter().enumerate() {
-            let chunks = self.code_search.symbol_chunks(
+            let files = self.code_search.symbol_files(
                 &repo.source_id,
                 symbol,
                 SymbolUse::Definition,
-                50,
+                SYMBOL_CHUNKS,
+                MAX_FILES_PER_PACK,
             )?;
-            let mut seen = HashSet::new();
-            for chunk in chunks {
-                if !seen.insert(chunk.filepath.clone()) {
-                    continue;
-                }
-                let Some(text) = cache.text(&self.files, repos, i, &chunk.filepath) else {
+            for (path, language) in files {
+                let Some(text) = cache.text(&self.files, repos, i, &path) else {
                     continue;
                 };
-                for tag in cache
-                    .tags(i, &chunk.filepath, &chunk.language, &text)
-                    .iter()
-                {
+                for tag in cache.tags(i, &path, &language, &text).iter() {
                     if tag.name == symbol {
-                        out.push((
-                            i,
-                            chunk.filepath.clone(),
-                            chunk.language.clone(),
-                            tag.clone(),
-                        ));
+                        out.push((i, path.clone(), language.clone(), tag.clone()));
                     }
                 }
             }
@@ -652,18 +643,13 @@ impl ContextService {
         symbol: &str,
         entry: &str,
     ) -> Result<Vec<Candidate>, CodeSearchError> {
-        let chunks = self.code_search.symbol_chunks(
+        let mut files = self.code_search.symbol_files(
             &repos[repo].source_id,
             symbol,
             SymbolUse::Occurrence,
-            50,
+            SYMBOL_CHUNKS,
+            MAX_FILES_PER_PACK,
         )?;
-        let mut files: Vec<(String, String)> = Vec::new();
-        for chunk in chunks {
-            if !files.iter().any(|(p, _)| p == &chunk.filepath) {
-                files.push((chunk.filepath, chunk.language));
-            }
-        }
         // Callers before tests.
         files.sort_by_key(|(p, _)| is_test_path(p));
         let mut out = Vec::new();

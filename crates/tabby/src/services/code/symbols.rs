@@ -80,4 +80,27 @@ impl CodeSearchService {
             .filter_map(|(_, address)| Self::document(&searcher, address))
             .collect())
     }
+
+    /// The files of `source_id` among the best `chunks` chunks for `symbol`, in the order of
+    /// their best chunk, at most `max_files`: (path, language). The agents' symbol tools and
+    /// the evidence packs read these files and confirm the name in them.
+    pub fn symbol_files(
+        &self,
+        source_id: &str,
+        symbol: &str,
+        kind: SymbolUse,
+        chunks: usize,
+        max_files: usize,
+    ) -> Result<Vec<(String, String)>, CodeSearchError> {
+        let mut files: Vec<(String, String)> = Vec::new();
+        for chunk in self.symbol_chunks(source_id, symbol, kind, chunks)? {
+            if files.len() == max_files {
+                break;
+            }
+            if !files.iter().any(|(p, _)| p == &chunk.filepath) {
+                files.push((chunk.filepath, chunk.language));
+            }
+        }
+        Ok(files)
+    }
 }
