@@ -303,7 +303,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the Answer Engine is built from, once the models are loaded.
+/// What the Answer Engine is built from, once the models are loaded (only the enterprise
+/// layer serves it).
+#[cfg_attr(not(feature = "ee"), allow(dead_code))]
 struct AnswerSetup {
     chat: Arc<dyn tabby_inference::ChatCompletionStream>,
     code_search: Option<Arc<dyn CodeSearch>>,
