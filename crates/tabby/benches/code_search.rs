@@ -156,6 +156,7 @@ async fn run(chunks: usize) {
         Arc::new(LanguageTable::builtin()),
     );
     let query = |content: &str| CodeSearchQuery {
+        include_generated: false,
         filepath: None,
         language: Some("python".into()),
         content: content.to_string(),

@@ -158,7 +158,7 @@ pub async fn search(
     // Interactive search ranks every candidate and shows the scores: no thresholds.
     let params = tabby_common::config::CodeSearchParams::without_thresholds(limit, limit.max(100));
     let hits = service
-        .search_repositories(&query, &sources, language.as_deref(), None, &params)
+        .search_repositories(&query, &sources, language.as_deref(), None, &params, false)
         .await
         .map_err(|e| anyhow::anyhow!("{e} (run `tabby index` first)"))?;
     if json {

@@ -14,6 +14,9 @@ pub struct CodeSearchQuery {
     /// The text to search with (the prefix, or a question).
     pub content: String,
     pub source_id: String,
+    /// Also generated and vendored code (`CodeOrigin`); left out by default.
+    #[serde(default)]
+    pub include_generated: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]
@@ -33,6 +36,9 @@ pub struct CodeSearchDocument {
     pub commit: Option<String>,
     pub language: String,
     pub start_line: Option<usize>,
+    /// Whether the chunk's file is the team's own code, generated or vendored.
+    #[serde(default)]
+    pub origin: crate::index::code::CodeOrigin,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]

@@ -34,7 +34,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
 
 pub struct IndexSchema {
     pub schema: Schema,

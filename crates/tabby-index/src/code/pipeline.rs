@@ -20,7 +20,7 @@ use serde_json::json;
 use tabby_common::{
     index::{
         IndexSchema,
-        code::{fields, is_test_path, search_words, tokenize_code},
+        code::{CodeOrigin, fields, is_test_path, search_words, tokenize_code},
         corpus,
     },
     languages::LanguageTable,
@@ -348,6 +348,7 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
     let now = tantivy::DateTime::from_timestamp_secs(chrono::Utc::now().timestamp());
     let whole_file = chunks.len() == 1 && chunks[0].body == file.text.trim();
     let in_test = u64::from(is_test_path(&file.rel));
+    let origin = CodeOrigin::of(&file.rel, &file.text).attribute();
     let path_words = search_words(&file.rel);
     let mut chunk_docs = Vec::with_capacity(chunks.len());
     let mut embedding_inputs = Vec::with_capacity(chunks.len());
@@ -369,6 +370,9 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
         });
         if !whole_file {
             attributes[fields::CHUNK_START_LINE] = json!(chunk.start_line);
+        }
+        if let Some(origin) = origin {
+            attributes[fields::CHUNK_ORIGIN] = json!(origin);
         }
         doc.add_field_value(
             schema.field_chunk_attributes,

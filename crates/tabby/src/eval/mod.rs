@@ -361,6 +361,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         };
         let is_completion = query.kind == "completion";
         let search_query = CodeSearchQuery {
+            include_generated: false,
             filepath: if is_completion {
                 query.filepath.clone()
             } else {
@@ -464,6 +465,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
                         budget_chars: crate::services::context::DEFAULT_BUDGET_CHARS,
                         max_items: crate::services::context::DEFAULT_MAX_ITEMS,
                         exclude_path: search_query.filepath.clone(),
+                        include_generated: false,
                     },
                 )
                 .await?;

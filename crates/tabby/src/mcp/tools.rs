@@ -89,7 +89,8 @@ pub fn definitions() -> Vec<Tool> {
                     "repository": repository,
                     "language": {"type": "string", "description": "Only this language, e.g. python, rust, go, java, javascript-typescript."},
                     "path": {"type": "string", "description": "Only files matching this glob, e.g. `src/**/*.py`."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_HITS, "default": 10}
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_HITS, "default": 10},
+                    "include_generated": {"type": "boolean", "default": false, "description": "Also generated code (`@generated`, `Code generated … DO NOT EDIT`, `*_pb2.py`, `*.min.js` …) and vendored code (`vendor/`, `third_party/`, `node_modules/`), which are left out by default."}
                 },
                 "required": ["query"],
                 "additionalProperties": false
@@ -199,7 +200,8 @@ pub fn definitions() -> Vec<Tool> {
                     "symbols": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Symbols whose definitions to include."},
                     "paths": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Files to include (needs `repository`), e.g. the files being changed."},
                     "budget_chars": {"type": "integer", "minimum": 500, "maximum": MAX_BUDGET_CHARS, "default": DEFAULT_BUDGET_CHARS},
-                    "max_items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "default": DEFAULT_MAX_ITEMS}
+                    "max_items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "default": DEFAULT_MAX_ITEMS},
+                    "include_generated": {"type": "boolean", "default": false, "description": "Also generated code (`@generated`, `Code generated … DO NOT EDIT`, `*_pb2.py`, `*.min.js` …) and vendored code (`vendor/`, `third_party/`, `node_modules/`), which are left out by default."}
                 },
                 "required": ["task"],
                 "additionalProperties": false
@@ -453,6 +455,8 @@ struct SearchArgs {
     language: Option<String>,
     path: Option<String>,
     limit: Option<usize>,
+    #[serde(default)]
+    include_generated: bool,
 }
 
 async fn search_code(
@@ -486,7 +490,14 @@ async fn search_code(
             .to_string()
     });
     let hits = match service
-        .search_repositories(&query, &sources, language.as_deref(), None, &params)
+        .search_repositories(
+            &query,
+            &sources,
+            language.as_deref(),
+            None,
+            &params,
+            args.include_generated,
+        )
         .await
     {
         Ok(hits) => hits,
@@ -545,6 +556,7 @@ async fn search_code(
         let mut item = citation(repo, commit.as_deref());
         item["path"] = json!(hit.doc.filepath);
         item["language"] = json!(hit.doc.language);
+        item["origin"] = json!(hit.doc.origin);
         item["start_line"] = json!(start);
         item["end_line"] = json!(end);
         item["scores"] = json!({"rrf": hit.scores.rrf, "bm25": hit.scores.bm25, "embedding": hit.scores.embedding});
@@ -840,6 +852,8 @@ struct ContextArgs {
     paths: Vec<String>,
     budget_chars: Option<usize>,
     max_items: Option<usize>,
+    #[serde(default)]
+    include_generated: bool,
 }
 
 async fn get_context(
@@ -899,6 +913,7 @@ async fn get_context(
         budget_chars,
         max_items,
         exclude_path: None,
+        include_generated: args.include_generated,
     };
     match context.build(repos, request).await {
         Ok(pack) => Ok(result(pack_text(&pack), json!(pack))),

@@ -32,6 +32,9 @@ pub struct ContextRequest {
     pub budget_chars: Option<usize>,
     /// Items at most (1 to 100; default 20).
     pub max_items: Option<usize>,
+    /// Also generated and vendored code (left out by default).
+    #[serde(default)]
+    pub include_generated: bool,
 }
 
 fn unprocessable(message: impl Into<String>) -> ApiError {
@@ -116,6 +119,7 @@ pub async fn context(
                 budget_chars,
                 max_items,
                 exclude_path: None,
+                include_generated: request.include_generated,
             },
         )
         .await

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use tabby_common::{
     api::code::{AllowedCodeRepository, CodeRepository, CodeSearchError, CodeSearchScores},
     config::CodeSearchParams,
+    index::code::CodeOrigin,
 };
 use utoipa::ToSchema;
 
@@ -26,6 +27,11 @@ pub struct SearchRequest {
     /// Overrides of the search parameters (defaults: the `[answer]` code search parameters).
     #[serde(default)]
     pub params: SearchParamsOverride,
+    /// Also generated code (`@generated`, `Code generated … DO NOT EDIT`, `*_pb2.py`,
+    /// `*.min.js` …) and vendored code (`vendor/`, `third_party/`, `node_modules/`); left out
+    /// by default. Each hit's `origin` says which it is.
+    #[serde(default)]
+    pub include_generated: bool,
 }
 
 #[derive(Default, Deserialize, ToSchema)]
@@ -72,6 +78,8 @@ pub struct SearchHit {
     /// 1-based last line of the chunk.
     pub end_line: usize,
     pub body: String,
+    /// `source` (the team's own code), `generated` or `vendored`.
+    pub origin: CodeOrigin,
     #[schema(value_type = Object)]
     pub scores: CodeSearchScores,
 }
@@ -160,6 +168,7 @@ pub async fn search(
             request.language.as_deref(),
             request.filepath.as_deref(),
             &params,
+            request.include_generated,
         )
         .await
         .map_err(|e| match e {
@@ -185,6 +194,7 @@ pub async fn search(
                     start_line,
                     end_line: start_line + lines - 1,
                     body: hit.doc.body,
+                    origin: hit.doc.origin,
                     scores: hit.scores,
                 }
             })

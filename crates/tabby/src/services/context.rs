@@ -18,7 +18,7 @@ use tabby_common::{
     config::CodeSearchParams,
     git_url::{GitUrl, redact_credentials},
     index::{
-        code::{is_test_path, search_words, tokenize_code, tokenize_words},
+        code::{CodeOrigin, is_test_path, search_words, tokenize_code, tokenize_words},
         stem::stem,
     },
 };
@@ -120,6 +120,7 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
                     budget_chars: ANSWER_BUDGET_CHARS,
                     max_items: ANSWER_MAX_ITEMS,
                     exclude_path: None,
+                    include_generated: false,
                 },
             )
             .await?;
@@ -158,6 +159,7 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
                     hit: CodeSearchHit {
                         scores,
                         doc: CodeSearchDocument {
+                            origin: CodeOrigin::of(&item.path, &item.excerpt),
                             file_id: format!("{}:::{}", item.source_id, item.path),
                             chunk_id: format!("{}:{}", item.path, item.start_line),
                             body: item.excerpt,
@@ -224,6 +226,8 @@ pub struct ContextRequest {
     pub max_items: usize,
     /// A file left out of the pack (an evaluation's query file; the editor's own file).
     pub exclude_path: Option<String>,
+    /// Search entry points may also be generated or vendored code.
+    pub include_generated: bool,
 }
 
 pub struct ContextService {
@@ -412,6 +416,7 @@ impl ContextService {
                     None,
                     request.exclude_path.as_deref(),
                     &params,
+                    request.include_generated,
                 )
                 .await?
         };

@@ -619,6 +619,7 @@ impl AnswerEngine {
         let hits = match code
             .search_in_language(
                 CodeSearchQuery {
+                    include_generated: false,
                     filepath: query.filepath.clone(),
                     language: query.language.clone(),
                     content,

@@ -13,7 +13,7 @@ use std::{
 
 use tabby_common::index::{
     IndexSchema,
-    code::{code_search_filter, fields},
+    code::{code_search_filter, exclude_generated, fields},
 };
 use tantivy::{
     BitSet, DocAddress, DocId, DocSet, Score, Searcher, SegmentOrdinal, SegmentReader, TERMINATED,
@@ -160,6 +160,7 @@ impl Ord for Scored {
 pub struct ScanFilter<'a> {
     pub source_id: &'a str,
     pub language: Option<&'a str>,
+    pub include_generated: bool,
     pub exclude_filepath: Option<&'a str>,
 }
 
@@ -174,7 +175,10 @@ pub struct FilterDocs {
 /// `FilterDocs` per segment, source and language: the three term filters every code search
 /// applies match most of a segment, and intersecting their posting lists on every query cost
 /// about a third of the BM25 leg at 100k chunks.
-pub struct FilterCache(SegmentCache<(String, Option<String>), FilterDocs>);
+pub struct FilterCache(SegmentCache<FilterKey, FilterDocs>);
+
+/// A filter's positive part: source, language, and whether generated and vendored code passes.
+type FilterKey = (String, Option<String>, bool);
 
 /// Entries kept before the filter cache starts over (sources × languages × segments).
 const MAX_FILTER_ENTRIES: usize = 256;
@@ -191,10 +195,19 @@ impl FilterCache {
         segment: &SegmentReader,
         source_id: &str,
         language: Option<&str>,
+        include_generated: bool,
     ) -> tantivy::Result<Arc<FilterDocs>> {
-        let key = (source_id.to_string(), language.map(str::to_string));
+        let key = (
+            source_id.to_string(),
+            language.map(str::to_string),
+            include_generated,
+        );
         self.0.get_or_build(segment, key, || {
-            let query = BooleanQuery::new(code_search_filter(source_id, language, None));
+            let mut clauses = code_search_filter(source_id, language, None);
+            if !include_generated {
+                clauses.extend(exclude_generated());
+            }
+            let query = BooleanQuery::new(clauses);
             let schema = &IndexSchema::instance().schema;
             let weight = query.weight(EnableScoring::disabled_from_schema(schema))?;
             let mut scorer = weight.scorer(segment, 1.0)?;
@@ -222,6 +235,7 @@ pub struct CachedFilterQuery {
     pub cache: Arc<FilterCache>,
     pub source_id: String,
     pub language: Option<String>,
+    pub include_generated: bool,
 }
 
 impl std::fmt::Debug for CachedFilterQuery {
@@ -241,9 +255,12 @@ impl Query for CachedFilterQuery {
 
 impl Weight for CachedFilterQuery {
     fn scorer(&self, reader: &SegmentReader, _boost: Score) -> tantivy::Result<Box<dyn Scorer>> {
-        let docs = self
-            .cache
-            .get(reader, &self.source_id, self.language.as_deref())?;
+        let docs = self.cache.get(
+            reader,
+            &self.source_id,
+            self.language.as_deref(),
+            self.include_generated,
+        )?;
         Ok(Box::new(ConstScorer::new(
             BitSetDocSet::from(docs.set.clone()),
             0.0,
@@ -251,9 +268,12 @@ impl Weight for CachedFilterQuery {
     }
 
     fn explain(&self, reader: &SegmentReader, doc: DocId) -> tantivy::Result<Explanation> {
-        let docs = self
-            .cache
-            .get(reader, &self.source_id, self.language.as_deref())?;
+        let docs = self.cache.get(
+            reader,
+            &self.source_id,
+            self.language.as_deref(),
+            self.include_generated,
+        )?;
         if !docs.set.contains(doc) {
             return Err(tantivy::TantivyError::InvalidArgument(format!(
                 "document {doc} does not match the filter"
@@ -299,7 +319,12 @@ pub fn hamming_leg(
     let words = query.len();
     for (ordinal, segment) in searcher.segment_readers().iter().enumerate() {
         let rows = bits.get(segment, words)?;
-        let docs = filters.get(segment, filter.source_id, filter.language)?;
+        let docs = filters.get(
+            segment,
+            filter.source_id,
+            filter.language,
+            filter.include_generated,
+        )?;
         let excluded = match filter.exclude_filepath {
             Some(path) => file_docs(segment, &path.replace('\\', "/"))?,
             None => Vec::new(),

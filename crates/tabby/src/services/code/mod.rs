@@ -25,7 +25,7 @@ use tabby_common::{
     config::CodeSearchParams,
     index::{
         IndexSchema,
-        code::{code_search_filter, exclude_file, fields, filtered},
+        code::{CodeOrigin, code_search_filter, exclude_file, fields, filtered},
         stored_json,
     },
     languages::LanguageTable,
@@ -184,6 +184,7 @@ impl CodeSearchService {
                     cache: self.filter_docs.clone(),
                     source_id: query.source_id.clone(),
                     language: language.clone(),
+                    include_generated: query.include_generated,
                 }),
             )];
             clauses.extend(query.filepath.as_deref().map(exclude_file));
@@ -245,6 +246,7 @@ impl CodeSearchService {
                 &ScanFilter {
                     source_id: &query.source_id,
                     language: language.as_deref(),
+                    include_generated: query.include_generated,
                     exclude_filepath: query.filepath.as_deref(),
                 },
             )
@@ -287,6 +289,7 @@ impl CodeSearchService {
             start_line: attributes[fields::CHUNK_START_LINE]
                 .as_u64()
                 .map(|l| l as usize),
+            origin: CodeOrigin::from_attribute(attributes[fields::CHUNK_ORIGIN].as_str()),
         })
     }
 }
@@ -666,10 +669,12 @@ impl CodeSearchService {
         language: Option<&str>,
         filepath: Option<&str>,
         params: &CodeSearchParams,
+        include_generated: bool,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
         let mut all = Vec::new();
         for source_id in source_ids {
             let query = CodeSearchQuery {
+                include_generated,
                 filepath: filepath.map(str::to_string),
                 language: language.map(str::to_string),
                 content: content.to_string(),

@@ -141,6 +141,7 @@ fn query(
     source: &str,
 ) -> CodeSearchQuery {
     CodeSearchQuery {
+        include_generated: false,
         filepath: filepath.map(str::to_string),
         language: language.map(str::to_string),
         content: content.into(),
@@ -807,6 +808,7 @@ async fn import_search_finds_the_imported_definitions() {
         ),
     ] {
         let query = CodeSearchQuery {
+            include_generated: false,
             filepath: Some(filepath.into()),
             language: Some(language.into()),
             content: prefix.into(),
@@ -823,6 +825,7 @@ async fn import_search_finds_the_imported_definitions() {
 
     // Without a filepath, or for a file that imports nothing indexed: no candidates.
     let none = CodeSearchQuery {
+        include_generated: false,
         filepath: Some("shop/other.py".into()),
         language: Some("python".into()),
         content: "import os\n".into(),
@@ -830,6 +833,7 @@ async fn import_search_finds_the_imported_definitions() {
     };
     assert!(service.search_imports(&none, 4).await.unwrap().is_empty());
     let no_file = CodeSearchQuery {
+        include_generated: false,
         filepath: None,
         ..none
     };

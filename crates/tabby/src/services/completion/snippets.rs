@@ -55,6 +55,7 @@ pub async fn code_search_snippets(
         return Vec::new();
     };
     let query = CodeSearchQuery {
+        include_generated: false,
         filepath: segments.filepath.clone(),
         language: Some(language.to_string()),
         content: segments.prefix.clone(),
