@@ -264,6 +264,10 @@ pub struct CompletionConfig {
     pub snippet_head_lines: usize,
     #[serde(default)]
     pub snippet_format: SnippetFormat,
+    /// Snippets are chosen in priority order either way; with this set they are written with
+    /// the best one last, nearest the current file (the eval's `bestlast` variant).
+    #[serde(default)]
+    pub snippets_best_last: bool,
     /// Candidates from the files the edited file imports, ahead of the other search hits
     /// (0: none).
     #[serde(default = "default_import_snippets")]
@@ -319,6 +323,7 @@ impl Default for CompletionConfig {
             prefix_clip_lines: default_prefix_clip_lines(),
             snippet_head_lines: default_snippet_head_lines(),
             snippet_format: SnippetFormat::default(),
+            snippets_best_last: false,
             import_snippets: default_import_snippets(),
         }
     }

@@ -65,6 +65,10 @@ pub struct Variant {
     snippet_bytes: Option<usize>,
     /// `maxN`: `max_input_length = N`.
     max_input_length: Option<usize>,
+    /// `nosearch`: import candidates (and the editor's own snippets) only, no hybrid search hits.
+    no_search: bool,
+    /// `bestlast`: `snippets_best_last = true`.
+    best_last: bool,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -97,6 +101,8 @@ impl Variant {
             suffix_bytes: None,
             snippet_bytes: None,
             max_input_length: None,
+            no_search: false,
+            best_last: false,
         };
         for part in spec.split('+') {
             match part {
@@ -108,6 +114,8 @@ impl Variant {
                 "open" => v.open = true,
                 "upstream" => v.upstream = true,
                 "noimports" => v.no_imports = true,
+                "nosearch" => v.no_search = true,
+                "bestlast" => v.best_last = true,
                 other => {
                     if let Some(n) = numbered(other, "heads")? {
                         v.head_lines = Some(n);
@@ -119,7 +127,7 @@ impl Variant {
                         v.max_input_length = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, headsN, suffixN, snippetsN, maxN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, headsN, suffixN, snippetsN, maxN or upstream"
                         )
                     }
                 }
@@ -151,6 +159,12 @@ impl Variant {
         }
         if let Some(n) = self.max_input_length {
             c.max_input_length = n;
+        }
+        if self.no_search {
+            c.code_search_params.num_to_return = 0;
+        }
+        if self.best_last {
+            c.snippets_best_last = true;
         }
         if let Some(f) = self.format {
             c.snippet_format = f;

@@ -173,6 +173,7 @@ impl CompletionService {
                     suffix_bytes: self.config.suffix_bytes,
                     prefix_clip_lines: self.config.prefix_clip_lines,
                     head_lines: self.config.snippet_head_lines,
+                    best_last: self.config.snippets_best_last,
                 },
             );
             let scope = scope::Scope::new(&prefix, &suffix);

@@ -68,6 +68,8 @@ pub struct PromptBudget {
     /// Most lines of a snippet's head (`[completion] snippet_head_lines`; 0: whole snippets
     /// only).
     pub head_lines: usize,
+    /// The chosen snippets written best last (`[completion] snippets_best_last`).
+    pub best_last: bool,
 }
 
 /// What goes into one prompt.
@@ -128,6 +130,11 @@ pub fn build_prompt(
         .max(after_suffix.saturating_sub(input.prefix.len()))
         .min(after_suffix);
     let (written, chosen) = writer.write(input.snippets, input.prefix, input.suffix, snippet_room);
+    let written = if budget.best_last && chosen.len() > 1 {
+        writer.rewrite_reversed(&chosen)
+    } else {
+        written
+    };
     // 3. The prefix: the rest; then the suffix may grow into what the prefix did not need.
     let prefix_room = after_suffix - written.len();
     // What the prefix would fill cut at its best line start; the suffix grows only into
@@ -275,6 +282,17 @@ impl<'a> SnippetWriter<'a> {
         }
         (format!("{}{body}{}", self.header, self.footer), chosen)
     }
+
+    /// The chosen snippets written again in reverse order (the same bytes in all).
+    fn rewrite_reversed(&self, chosen: &[Snippet]) -> String {
+        let body: String = chosen
+            .iter()
+            .rev()
+            .enumerate()
+            .filter_map(|(i, s)| self.render(s, i == 0))
+            .collect();
+        format!("{}{body}{}", self.header, self.footer)
+    }
 }
 
 /// The longest end of `text` within `max` bytes that starts at a line start; when even the
@@ -351,6 +369,7 @@ mod tests {
             suffix_bytes: suffix,
             prefix_clip_lines: 1,
             head_lines: 0,
+            best_last: false,
         }
     }
 
@@ -579,6 +598,38 @@ mod tests {
         assert_eq!(built.snippets[0].filepath, "small.py");
         assert!(!built.prompt.contains("big.py"));
         assert!(built.prompt.contains("# Path: small.py\n# s = 2\n"));
+    }
+
+    /// Written best last, the same snippets (chosen in priority order) come in reverse, in the
+    /// same bytes, and the current file's line still follows them.
+    #[test]
+    fn best_last_writes_the_chosen_snippets_in_reverse() {
+        let (prefix, suffix) = editor_request();
+        let snippets: Vec<_> = (0..6)
+            .map(|i| snippet(&format!("m{i}.py"), &format!("def m{i}(x):\n    return x")))
+            .collect();
+        for format in [SnippetFormat::FileSep, SnippetFormat::Comment] {
+            let first = build(
+                Some(QWEN),
+                format,
+                &prefix,
+                &suffix,
+                &snippets,
+                budget(1536, 300, 200),
+            );
+            let mut reversed = budget(1536, 300, 200);
+            reversed.best_last = true;
+            let last = build(Some(QWEN), format, &prefix, &suffix, &snippets, reversed);
+            assert!(first.snippets.len() >= 2, "{:?}", first.snippets);
+            assert_eq!(first.snippets, last.snippets);
+            assert_eq!(first.prompt.len(), last.prompt.len());
+            let at = |p: &str, path: &str| p.find(path).unwrap();
+            assert!(at(&first.prompt, "m0.py") < at(&first.prompt, "m1.py"));
+            assert!(at(&last.prompt, "m0.py") > at(&last.prompt, "m1.py"));
+            if format == SnippetFormat::FileSep {
+                assert!(last.prompt.contains("<|file_sep|>m0.py\ndef m0(x):\n    return x\n<|file_sep|>pkg/main.py\n<|fim_prefix|>"), "{}", last.prompt);
+            }
+        }
     }
 
     #[test]
