@@ -247,6 +247,17 @@ impl std::fmt::Debug for CachedFilterQuery {
     }
 }
 
+impl CachedFilterQuery {
+    fn docs(&self, reader: &SegmentReader) -> tantivy::Result<Arc<FilterDocs>> {
+        self.cache.get(
+            reader,
+            &self.source_id,
+            self.language.as_deref(),
+            self.include_generated,
+        )
+    }
+}
+
 impl Query for CachedFilterQuery {
     fn weight(&self, _scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
         Ok(Box::new(self.clone()))
@@ -255,12 +266,7 @@ impl Query for CachedFilterQuery {
 
 impl Weight for CachedFilterQuery {
     fn scorer(&self, reader: &SegmentReader, _boost: Score) -> tantivy::Result<Box<dyn Scorer>> {
-        let docs = self.cache.get(
-            reader,
-            &self.source_id,
-            self.language.as_deref(),
-            self.include_generated,
-        )?;
+        let docs = self.docs(reader)?;
         Ok(Box::new(ConstScorer::new(
             BitSetDocSet::from(docs.set.clone()),
             0.0,
@@ -268,12 +274,7 @@ impl Weight for CachedFilterQuery {
     }
 
     fn explain(&self, reader: &SegmentReader, doc: DocId) -> tantivy::Result<Explanation> {
-        let docs = self.cache.get(
-            reader,
-            &self.source_id,
-            self.language.as_deref(),
-            self.include_generated,
-        )?;
+        let docs = self.docs(reader)?;
         if !docs.set.contains(doc) {
             return Err(tantivy::TantivyError::InvalidArgument(format!(
                 "document {doc} does not match the filter"
