@@ -125,7 +125,13 @@ fn rpc_error(out: &Value, i: usize) -> i64 {
 #[tokio::test]
 async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
     let tmp = tempfile::tempdir().unwrap();
-    let shop = make_repo(tmp.path(), "shop", &shop_files());
+    // A vendored copy that search leaves out unless asked (`include_generated`).
+    let mut files = shop_files();
+    files.push((
+        "vendor/discounts/core.py",
+        "def vendored_discount(price, rate):\n    \"\"\"Price after a percentage discount (a vendored copy).\"\"\"\n    return price * (1 - rate)\n",
+    ));
+    let shop = make_repo(tmp.path(), "shop", &files);
     let notes = make_plain_dir(tmp.path());
     let models = embedded_models_dir();
     let config = format!(
@@ -164,6 +170,8 @@ async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
         {"name": "no_such_tool"},
         {"name": "read_file", "arguments": {"repository": "shop", "path": "src/cart.py", "extra": true}},
         {"name": "grep", "arguments": {"pattern": "API_KEY|outside-the-repository"}},
+        // 21
+        {"name": "search_code", "arguments": {"query": "price after a percentage discount", "repository": "shop", "include_generated": true}},
     ]);
     let url = server.url("/mcp");
     let http = drive(&server, "", &calls, false).await;
@@ -216,6 +224,24 @@ async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
                 .as_str()
                 .unwrap()
                 .contains("def compute_discounted_price")
+        );
+
+        assert!(
+            hits.as_array()
+                .unwrap()
+                .iter()
+                .all(|h| h["origin"] == "source"),
+            "{}",
+            result(out, 1)
+        );
+        let all = &result(out, 21)["structured"]["hits"];
+        assert!(
+            all.as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h["path"] == "vendor/discounts/core.py" && h["origin"] == "vendored"),
+            "{}",
+            result(out, 21)
         );
 
         let read = &result(out, 2)["structured"];
