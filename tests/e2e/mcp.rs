@@ -234,6 +234,10 @@ async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
             "{}",
             result(out, 1)
         );
+        let index = &result(out, 1)["structured"]["index"];
+        assert_eq!(index["chunker"], "syntax-nodes/v3", "{index}");
+        assert!(index["schema"].as_u64().unwrap() >= 9, "{index}");
+        assert!(index["embedding_dim"].as_u64().unwrap() > 0, "{index}");
         let all = &result(out, 21)["structured"]["hits"];
         assert!(
             all.as_array()

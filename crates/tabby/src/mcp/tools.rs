@@ -566,7 +566,10 @@ async fn search_code(
     if items.is_empty() {
         text = format!("no code matched {query:?}");
     }
-    Ok(result(text, json!({ "hits": items })))
+    Ok(result(
+        text,
+        json!({ "hits": items, "index": service.index_versions() }),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -916,7 +919,11 @@ async fn get_context(
         include_generated: args.include_generated,
     };
     match context.build(repos, request).await {
-        Ok(pack) => Ok(result(pack_text(&pack), json!(pack))),
+        Ok(pack) => {
+            let mut structured = json!(pack);
+            structured["index"] = json!(context.code_search.index_versions());
+            Ok(result(pack_text(&pack), structured))
+        }
         Err(CodeSearchError::NotReady) => Ok(tool_error(
             "the code index is not ready yet: indexing has not finished its first run",
         )),

@@ -115,6 +115,21 @@ impl CodeSearchService {
     }
 
     /// Opens the index on first use; until it exists (and has a code corpus) search is NotReady.
+    /// The versions that shaped the index's code records (schema, chunker, tags queries,
+    /// embedding model and dimension), for results to cite; `None` before the first index.
+    pub fn index_versions(&self) -> Option<serde_json::Value> {
+        let loaded = self.loaded().ok()?;
+        let meta = &loaded.meta;
+        Some(serde_json::json!({
+            "schema": tabby_common::index::SCHEMA_VERSION,
+            "chunker": meta.chunker,
+            "chunk_size": meta.default_chunk_size,
+            "tags_queries": meta.tags_query_version,
+            "embedding_model": meta.embedding_model,
+            "embedding_dim": meta.embedding_dim,
+        }))
+    }
+
     fn loaded(&self) -> Result<Arc<Loaded>, CodeSearchError> {
         let mut slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         let modified = meta::meta_modified(&self.index_dir);
