@@ -268,6 +268,10 @@ pub struct CompletionConfig {
     /// the best one last, nearest the current file (the eval's `bestlast` variant).
     #[serde(default)]
     pub snippets_best_last: bool,
+    /// Hybrid-search hits become snippets only when both legs (BM25 and embedding) found them
+    /// (the eval's `agree` variant); import candidates are not affected.
+    #[serde(default)]
+    pub search_hits_from_both_legs: bool,
     /// Candidates from the files the edited file imports, ahead of the other search hits
     /// (0: none).
     #[serde(default = "default_import_snippets")]
@@ -324,6 +328,7 @@ impl Default for CompletionConfig {
             snippet_head_lines: default_snippet_head_lines(),
             snippet_format: SnippetFormat::default(),
             snippets_best_last: false,
+            search_hits_from_both_legs: false,
             import_snippets: default_import_snippets(),
         }
     }

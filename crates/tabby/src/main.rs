@@ -129,6 +129,8 @@ enum Command {
         /// With --mode completion: configurations to compare, comma-separated; each is `off`,
         /// `on` (the config), or parts joined by `+`: `comment`, `file_sep`, `auto` (snippet
         /// format), `open` (no score thresholds), `noimports` (no import-aware candidates),
+        /// `nosearch` (import candidates only), `bestlast` (snippets written best last),
+        /// `agree` (search hits only when both legs found them),
         /// `headsN` (snippets too large for the room written as their first N lines),
         /// `suffixN` / `snippetsN` / `maxN` (`suffix_bytes` / `snippet_bytes` /
         /// `max_input_length` = N), `upstream` (upstream's snippet budget, format and thresholds).

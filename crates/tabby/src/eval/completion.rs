@@ -69,6 +69,8 @@ pub struct Variant {
     no_search: bool,
     /// `bestlast`: `snippets_best_last = true`.
     best_last: bool,
+    /// `agree`: `search_hits_from_both_legs = true`.
+    agree: bool,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -103,6 +105,7 @@ impl Variant {
             max_input_length: None,
             no_search: false,
             best_last: false,
+            agree: false,
         };
         for part in spec.split('+') {
             match part {
@@ -116,6 +119,7 @@ impl Variant {
                 "noimports" => v.no_imports = true,
                 "nosearch" => v.no_search = true,
                 "bestlast" => v.best_last = true,
+                "agree" => v.agree = true,
                 other => {
                     if let Some(n) = numbered(other, "heads")? {
                         v.head_lines = Some(n);
@@ -127,7 +131,7 @@ impl Variant {
                         v.max_input_length = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, headsN, suffixN, snippetsN, maxN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, headsN, suffixN, snippetsN, maxN or upstream"
                         )
                     }
                 }
@@ -165,6 +169,9 @@ impl Variant {
         }
         if self.best_last {
             c.snippets_best_last = true;
+        }
+        if self.agree {
+            c.search_hits_from_both_legs = true;
         }
         if let Some(f) = self.format {
             c.snippet_format = f;

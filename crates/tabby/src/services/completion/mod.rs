@@ -133,6 +133,7 @@ impl CompletionService {
                             language_name,
                             &self.config.code_search_params,
                             self.config.import_snippets,
+                            self.config.search_hits_from_both_legs,
                         )
                         .await;
                         if !searched.is_empty() {

@@ -47,6 +47,7 @@ pub async fn code_search_snippets(
     language: &str,
     params: &CodeSearchParams,
     import_snippets: usize,
+    both_legs: bool,
 ) -> Vec<Snippet> {
     let Some(git_url) = segments.git_url.as_deref() else {
         return Vec::new();
@@ -77,6 +78,10 @@ pub async fn code_search_snippets(
             }
         };
         for hit in hits {
+            let one_leg = hit.scores.bm25 <= 0.0 || hit.scores.embedding == 0.0;
+            if both_legs && matches!(score, Score::Rrf) && one_leg {
+                continue;
+            }
             let duplicate = snippets
                 .iter()
                 .any(|s| s.filepath == hit.doc.filepath && s.body == hit.doc.body);
@@ -104,6 +109,8 @@ enum Score {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tabby_common::api::code::CodeSearchHit;
+
     use crate::services::completion::types::Declaration;
 
     fn snippet(path: &str, body: &str) -> Snippet {
@@ -111,6 +118,108 @@ mod tests {
             filepath: path.into(),
             body: body.into(),
             score: 0.5,
+        }
+    }
+
+    /// Search hits and import candidates with the scores a search gives them.
+    struct FakeSearch;
+
+    fn hit(path: &str, bm25: f32, embedding: f32) -> CodeSearchHit {
+        CodeSearchHit {
+            scores: tabby_common::api::code::CodeSearchScores {
+                rrf: 0.01,
+                bm25,
+                embedding,
+            },
+            doc: tabby_common::api::code::CodeSearchDocument {
+                file_id: path.into(),
+                chunk_id: path.into(),
+                body: format!("def {}(): pass", path.replace('.', "_")),
+                filepath: path.into(),
+                git_url: "https://github.com/acme/app.git".into(),
+                commit: None,
+                language: "python".into(),
+                start_line: Some(1),
+                origin: Default::default(),
+            },
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl CodeSearch for FakeSearch {
+        async fn search_in_language(
+            &self,
+            _query: CodeSearchQuery,
+            _params: CodeSearchParams,
+        ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+            Ok(vec![
+                hit("both.py", 3.0, 0.4),
+                hit("bm25_only.py", 5.0, 0.0),
+                hit("embedding_only.py", 0.0, 0.6),
+            ])
+        }
+
+        async fn search_imports(
+            &self,
+            _query: CodeSearchQuery,
+            _limit: usize,
+        ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+            Ok(vec![hit("imported.py", 2.0, 0.0)])
+        }
+
+        async fn list_files(
+            &self,
+            _source_id: &str,
+            _limit: usize,
+        ) -> Result<(Vec<String>, bool), CodeSearchError> {
+            Ok((vec![], false))
+        }
+
+        async fn file_content(&self, _file_id: &str) -> Result<Option<String>, CodeSearchError> {
+            Ok(None)
+        }
+    }
+
+    /// With `search_hits_from_both_legs`, a search hit that one leg alone found is no snippet;
+    /// import candidates (BM25 only) still are.
+    #[tokio::test]
+    async fn search_hits_from_both_legs_only_when_asked() {
+        let allowed = AllowedCodeRepository {
+            list: vec![tabby_common::api::code::CodeRepository {
+                git_url: "https://github.com/acme/app.git".into(),
+                source_id: "config:app".into(),
+            }],
+        };
+        let segments = Segments {
+            prefix: "x = helper(".into(),
+            git_url: Some("git@github.com:acme/app.git".into()),
+            ..Default::default()
+        };
+        let params = CodeSearchParams::completion_default();
+        for (both_legs, expected) in [
+            (
+                false,
+                vec![
+                    "imported.py",
+                    "both.py",
+                    "bm25_only.py",
+                    "embedding_only.py",
+                ],
+            ),
+            (true, vec!["imported.py", "both.py"]),
+        ] {
+            let snippets = code_search_snippets(
+                &FakeSearch,
+                &allowed,
+                &segments,
+                "python",
+                &params,
+                4,
+                both_legs,
+            )
+            .await;
+            let paths: Vec<&str> = snippets.iter().map(|s| s.filepath.as_str()).collect();
+            assert_eq!(paths, expected, "both_legs {both_legs}");
         }
     }
 
