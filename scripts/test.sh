@@ -34,14 +34,17 @@ for dir in tests/agent tests/graphql-ws tests/browser; do
   fi
 done
 
-# The official MCP Python SDK (pinned in tests/mcp/requirements.txt) for the MCP server's
-# end-to-end tests.
-if [ ! -x tests/mcp/.venv/bin/python ]; then
-  rm -rf tests/mcp/.venv.partial
-  python3 -m venv tests/mcp/.venv.partial
-  tests/mcp/.venv.partial/bin/python -m pip install -q -r tests/mcp/requirements.txt
-  mv tests/mcp/.venv.partial tests/mcp/.venv
-fi
+# Python packages the end-to-end tests drive the server with, each pinned in
+# tests/<dir>/requirements.txt: the official MCP SDK (tests/mcp) and a real SMTP server,
+# aiosmtpd (tests/smtp), that receives the mail tests' invitations and reset links.
+for dir in tests/mcp tests/smtp; do
+  if [ ! -x "$dir/.venv/bin/python" ]; then
+    rm -rf "$dir/.venv.partial"
+    python3 -m venv "$dir/.venv.partial"
+    "$dir/.venv.partial/bin/python" -m pip install -q -r "$dir/requirements.txt"
+    mv "$dir/.venv.partial" "$dir/.venv"
+  fi
+done
 
 # The embedded runtime's models, into ~/.tabby/models (where the model tests look; idempotent,
 # a few seconds when they are already there). The debug build saves a second release build.

@@ -20,31 +20,9 @@ use crate::{
     support::*,
 };
 
-/// The SDK's interpreter: `tests/mcp/.venv` (scripts/test.sh makes it; made here when missing,
-/// in a directory of its own that is then renamed, so parallel tests never share a half-made
-/// one).
+/// The SDK's interpreter (`tests/mcp/.venv`).
 fn mcp_python() -> PathBuf {
-    let dir = tests_dir("mcp");
-    let python = dir.join(".venv/bin/python");
-    if python.exists() {
-        return python;
-    }
-    let partial = dir.join(format!(".venv.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    let run = |cmd: &mut Command| {
-        let out = cmd
-            .output()
-            .expect("this test needs python3 with venv and pip");
-        assert!(out.status.success(), "{cmd:?}: {out:?}");
-    };
-    run(Command::new("python3").arg("-m").arg("venv").arg(&partial));
-    run(Command::new(partial.join("bin/python"))
-        .args(["-m", "pip", "install", "-q", "-r"])
-        .arg(dir.join("requirements.txt")));
-    if std::fs::rename(&partial, dir.join(".venv")).is_err() {
-        let _ = std::fs::remove_dir_all(&partial);
-    }
-    python
+    venv_python("mcp")
 }
 
 /// Runs `calls` through the SDK; `stdio`: through `tabby mcp --endpoint URL`. The client runs

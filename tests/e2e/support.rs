@@ -309,6 +309,33 @@ pub fn tests_dir(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The interpreter of `tests/<name>/.venv`, with `tests/<name>/requirements.txt` installed
+/// (scripts/test.sh makes it; made here when missing, in a directory of its own that is then
+/// renamed, so parallel tests never share a half-made one).
+pub fn venv_python(name: &str) -> PathBuf {
+    let dir = tests_dir(name);
+    let python = dir.join(".venv/bin/python");
+    if python.exists() {
+        return python;
+    }
+    let partial = dir.join(format!(".venv.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    let run = |cmd: &mut Command| {
+        let out = cmd
+            .output()
+            .expect("this test needs python3 with venv and pip");
+        assert!(out.status.success(), "{cmd:?}: {out:?}");
+    };
+    run(Command::new("python3").arg("-m").arg("venv").arg(&partial));
+    run(Command::new(partial.join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "-r"])
+        .arg(dir.join("requirements.txt")));
+    if std::fs::rename(&partial, dir.join(".venv")).is_err() {
+        let _ = std::fs::remove_dir_all(&partial);
+    }
+    python
+}
+
 /// `npm ci` in `dir` unless `installed` (a path inside `dir`) already exists.
 pub fn npm_ci(dir: &Path, installed: &str) {
     if dir.join(installed).exists() {

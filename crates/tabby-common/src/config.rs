@@ -34,6 +34,37 @@ pub struct Config {
     pub security: SecurityConfig,
     #[serde(default)]
     pub mcp: McpConfig,
+    #[serde(default)]
+    pub email: EmailConfig,
+}
+
+/// `[email]`: how the background sender retries mail the SMTP server did not take. The SMTP
+/// server itself is set in the web UI (admin settings), not here.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct EmailConfig {
+    /// Attempts per mail before it is given up (and the admins are notified).
+    #[serde(default = "default_email_max_attempts")]
+    pub max_attempts: u32,
+    /// Seconds before the first retry; each later retry waits four times longer (30 s, 2 min,
+    /// 8 min, 32 min, about 2 h with the defaults).
+    #[serde(default = "default_email_retry_initial_secs")]
+    pub retry_initial_secs: u64,
+}
+
+fn default_email_max_attempts() -> u32 {
+    6
+}
+fn default_email_retry_initial_secs() -> u64 {
+    30
+}
+
+impl Default for EmailConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: default_email_max_attempts(),
+            retry_initial_secs: default_email_retry_initial_secs(),
+        }
+    }
 }
 
 /// `[mcp]`: the Model Context Protocol server at `/mcp`.
@@ -75,6 +106,13 @@ pub struct SecurityConfig {
     /// (`TABBY_METRICS_TOKEN` overrides it). Unset: `/metrics` is open.
     #[serde(default)]
     pub metrics_token: Option<String>,
+    /// Active accounts the server allows (the seats); unset: no limit. Registration and
+    /// re-activation beyond it are refused.
+    #[serde(default)]
+    pub max_users: Option<u32>,
+    /// Active admins allowed (the owner counts); unset: no limit.
+    #[serde(default)]
+    pub max_admins: Option<u32>,
 }
 
 fn default_graphql_max_batch() -> usize {
@@ -92,6 +130,8 @@ impl Default for SecurityConfig {
             graphql_max_batch: default_graphql_max_batch(),
             invitation_expiry_days: default_invitation_expiry_days(),
             metrics_token: None,
+            max_users: None,
+            max_admins: None,
         }
     }
 }
@@ -598,6 +638,18 @@ impl Config {
         LanguageTable::with_additional(&self.additional_languages)
             .map_err(|e| ("additional_languages".to_string(), e.to_string()))?;
         self.security.validate()?;
+        if self.email.max_attempts == 0 || self.email.max_attempts > 20 {
+            return Err((
+                "email.max_attempts".into(),
+                "must be between 1 and 20".into(),
+            ));
+        }
+        if self.email.retry_initial_secs > 86_400 {
+            return Err((
+                "email.retry_initial_secs".into(),
+                "must be at most 86400 (a day)".into(),
+            ));
+        }
         Ok(())
     }
 
@@ -649,6 +701,14 @@ impl SecurityConfig {
                 .any(|c| matches!(c, std::path::Component::ParentDir))
             {
                 return Err((key, format!("{} must not contain `..`", root.display())));
+            }
+        }
+        for (key, limit) in [
+            ("security.max_users", self.max_users),
+            ("security.max_admins", self.max_admins),
+        ] {
+            if limit == Some(0) {
+                return Err((key.into(), "must be at least 1 (the owner)".into()));
             }
         }
         for (i, host) in self.fetch_allowed_hosts.iter().enumerate() {

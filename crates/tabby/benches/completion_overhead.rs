@@ -158,6 +158,7 @@ async fn enterprise(config: &Config, fake: &FakeServer) {
         repositories_dir: paths.repositories_dir(),
         config_repositories: vec![],
         security: Default::default(),
+        email: Default::default(),
         rest_rate_limit: Some(BucketSpec {
             capacity: 1e12,
             initial: 1e12,

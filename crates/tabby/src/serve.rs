@@ -348,6 +348,7 @@ async fn start_enterprise(
         repositories_dir: paths.repositories_dir(),
         config_repositories,
         security: config.security.clone(),
+        email: config.email.clone(),
         rest_rate_limit: None,
     })
     .await?;

@@ -11,6 +11,7 @@
 //! ids are SQLite row ids and secrets arrive already hashed.
 
 mod access_policy;
+mod email;
 mod error;
 mod ingested_documents;
 mod invitations;
@@ -38,6 +39,7 @@ use sqlx::sqlite::{
 };
 
 pub use access_policy::Revoked;
+pub use email::{EmailOutboxDAO, EmailOutboxStatsDAO, EmailSettingDAO};
 pub use error::{DbError, DbResult};
 pub use ingested_documents::{IngestedDocumentDAO, IngestionStatsDAO};
 pub use invitations::InvitationDAO;

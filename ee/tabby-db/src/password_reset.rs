@@ -1,12 +1,16 @@
-//! Password resets: at most one pending reset code (a random UUID) per user. Requesting a new
-//! one replaces the old; how long a code stays valid is the caller's rule, checked against
-//! `created_at`.
+//! Password resets: at most one pending reset code per user. A code is 32 random hex digits
+//! (122 bits), handed out once by [`DbConn::create_password_reset`]; the table keeps only its
+//! SHA-256 digest. Requesting a new code replaces the old one, and redeeming a code
+//! ([`DbConn::redeem_password_reset`]) deletes it in the same statement, so it works once even
+//! under concurrent requests.
 
 use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
 
-use crate::{DbConn, DbError, DbResult, error::expect_one};
+use crate::{DbConn, DbError, DbResult, error::expect_one, random_hex};
 
-/// A row of `password_reset`.
+/// A pending reset; `code` is the secret itself only in what `create_password_reset` returns
+/// (the table holds its digest).
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
 pub struct PasswordResetDAO {
     pub id: i64,
@@ -15,34 +19,52 @@ pub struct PasswordResetDAO {
     pub created_at: DateTime<Utc>,
 }
 
+fn digest(code: &str) -> String {
+    Sha256::digest(code.trim().to_ascii_lowercase().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 impl DbConn {
     /// Starts a reset for `user_id`, replacing any pending one, and returns the new code.
     pub async fn create_password_reset(&self, user_id: i64) -> DbResult<PasswordResetDAO> {
-        sqlx::query_as(
+        let code = random_hex();
+        let mut dao: PasswordResetDAO = sqlx::query_as(
             "INSERT INTO password_reset (user_id, code) VALUES (?, ?)
              ON CONFLICT (user_id) DO UPDATE
                  SET code = excluded.code, created_at = DATETIME('now')
              RETURNING id, user_id, code, created_at",
         )
         .bind(user_id)
-        .bind(uuid::Uuid::new_v4().to_string())
+        .bind(digest(&code))
         .fetch_one(&self.pool)
         .await
-        .map_err(|e| DbError::from(e).missing_reference("user"))
+        .map_err(|e| DbError::from(e).missing_reference("user"))?;
+        dao.code = code;
+        Ok(dao)
     }
 
-    pub async fn get_password_reset_by_code(
+    /// Redeems `code` if it exists and was issued less than `max_age_hours` ago: the reset is
+    /// deleted and its user returned. An unknown, used or expired code gives `None` (an
+    /// expired one is deleted too).
+    pub async fn redeem_password_reset(
         &self,
         code: &str,
-    ) -> DbResult<Option<PasswordResetDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, user_id, code, created_at FROM password_reset WHERE code = ?",
+        max_age_hours: u32,
+    ) -> DbResult<Option<i64>> {
+        let row: Option<(i64, bool)> = sqlx::query_as(
+            "DELETE FROM password_reset WHERE code = ?
+             RETURNING user_id, created_at > DATETIME('now', ?)",
         )
-        .bind(code)
+        .bind(digest(code))
+        .bind(format!("-{max_age_hours} hours"))
         .fetch_optional(&self.pool)
-        .await?)
+        .await?;
+        Ok(row.and_then(|(user_id, fresh)| fresh.then_some(user_id)))
     }
 
+    /// The pending reset of `user_id` (its `code` is the stored digest).
     pub async fn get_password_reset_by_user_id(
         &self,
         user_id: i64,

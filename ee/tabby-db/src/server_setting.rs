@@ -131,4 +131,23 @@ impl DbConn {
                 .await?,
         )
     }
+
+    /// The secret stored secrets are sealed with: generated (64 hex digits) on first use,
+    /// then the same value forever, like the JWT secret.
+    pub async fn get_or_create_encryption_secret(&self) -> DbResult<String> {
+        self.get_or_create_jwt_secret().await?;
+        let candidate = format!("{}{}", random_hex(), random_hex());
+        sqlx::query(
+            "UPDATE server_secrets SET encryption_secret = ?
+             WHERE id = 1 AND encryption_secret IS NULL",
+        )
+        .bind(candidate)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT encryption_secret FROM server_secrets WHERE id = 1")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
 }

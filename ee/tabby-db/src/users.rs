@@ -163,6 +163,22 @@ impl DbConn {
         Ok(count as usize)
     }
 
+    pub async fn count_active_admins(&self) -> DbResult<usize> {
+        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM users WHERE active AND is_admin")
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(count as usize)
+    }
+
+    /// The e-mail addresses of the active admins (for mailed notifications).
+    pub async fn list_active_admin_emails(&self) -> DbResult<Vec<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT email FROM users WHERE active AND is_admin ORDER BY id")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
     pub async fn update_user_active(&self, id: i64, active: bool) -> DbResult<()> {
         let result =
             sqlx::query("UPDATE users SET active = ?, updated_at = DATETIME('now') WHERE id = ?")

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use juniper::{GraphQLObject, ID};
+use juniper::{GraphQLInputObject, GraphQLObject, ID};
 
 use crate::{CoreError, Result, ValidationError, connection, relay::RelayArgs};
 
@@ -204,6 +204,45 @@ impl RegisterInput {
     }
 }
 
+/// Self sign-up: an invitation mailed to an address of an allowed domain.
+#[derive(Clone, Debug, GraphQLInputObject)]
+pub struct RequestInvitationInput {
+    pub email: String,
+}
+
+#[derive(Clone, Debug, GraphQLInputObject)]
+pub struct RequestPasswordResetEmailInput {
+    pub email: String,
+}
+
+/// A new password for the account a reset code (from a mail or an admin) belongs to.
+#[derive(Clone, Debug, GraphQLInputObject)]
+pub struct PasswordResetInput {
+    pub code: String,
+    pub password1: String,
+    pub password2: String,
+}
+
+impl PasswordResetInput {
+    pub fn validate(&self) -> Result<()> {
+        let mut errors = Vec::new();
+        if self.code.trim().is_empty() || self.code.len() > 64 {
+            errors.push(ValidationError {
+                path: "code".into(),
+                message: "The reset code is missing or malformed".into(),
+            });
+        }
+        validate_password("password1", &self.password1, &mut errors);
+        if self.password1 != self.password2 {
+            errors.push(ValidationError {
+                path: "password2".into(),
+                message: "Passwords do not match".into(),
+            });
+        }
+        CoreError::check(errors)
+    }
+}
+
 #[async_trait]
 pub trait AuthenticationService: Send + Sync {
     /// Creates an account. The first account needs no invitation and becomes the admin and
@@ -259,6 +298,27 @@ pub trait AuthenticationService: Send + Sync {
     async fn update_user_name(&self, id: i64, name: &str) -> Result<()>;
     async fn registration_token(&self) -> Result<String>;
     async fn reset_registration_token(&self) -> Result<String>;
+    /// Self sign-up: mails an invitation to an address whose domain the security setting
+    /// allows. The code goes to the mailbox only: the returned invitation's `code` is empty.
+    async fn request_invitation_email(
+        &self,
+        email: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Invitation>;
+    /// Mails a reset link if an active account with a password has this e-mail. The answer is
+    /// the same whether it exists or not; rate-limited per e-mail and per client.
+    async fn request_password_reset_email(&self, email: &str, client: Option<IpAddr>)
+    -> Result<()>;
+    /// Sets the password of the code's account: the code works once, within
+    /// its lifetime, and every session of the account ends.
+    async fn password_reset(
+        &self,
+        input: &PasswordResetInput,
+        client: Option<IpAddr>,
+    ) -> Result<()>;
+    /// A reset link for `user_id`, made by the admin `actor` (only the owner may reset an
+    /// admin's password; nobody but the owner the owner's).
+    async fn generate_reset_password_url(&self, actor: i64, user_id: i64) -> Result<String>;
 }
 
 #[cfg(test)]

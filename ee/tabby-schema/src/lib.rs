@@ -7,6 +7,7 @@
 //! every field's rule sits next to the field.
 
 pub mod auth;
+pub mod email;
 mod error;
 mod id;
 pub mod job;

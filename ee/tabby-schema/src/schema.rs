@@ -11,10 +11,12 @@ use juniper::{FieldError, GraphQLInputObject, ID, RootNode, graphql_object, grap
 use crate::{
     AccessPolicy, AsRowid, CoreError, Result,
     auth::{
-        AuthenticationService, Claims, Invitation, InvitationConnection, RefreshTokenResponse,
-        RegisterInput, RegisterResponse, TokenAuthResponse, UserConnection, UserSecured,
+        AuthenticationService, Claims, Invitation, InvitationConnection, PasswordResetInput,
+        RefreshTokenResponse, RegisterInput, RegisterResponse, RequestInvitationInput,
+        RequestPasswordResetEmailInput, TokenAuthResponse, UserConnection, UserSecured,
         validate_email, validate_name, validate_password,
     },
+    email::{EmailService, EmailSetting, EmailSettingInput},
     job::{
         CreateCustomDocumentInput, CustomDocumentConnection, IngestionStats, JobRunConnection,
         JobService, JobStats, Notification,
@@ -25,7 +27,10 @@ use crate::{
         GitRepositoryConnection, Repository, RepositoryService, validate_git_url,
         validate_repository_name,
     },
-    setting::{ServerInfo, SettingService},
+    setting::{
+        NetworkSetting, NetworkSettingInput, SecuritySetting, SecuritySettingInput, ServerInfo,
+        SettingService,
+    },
     thread::{
         CreateThreadAndRunInput, CreateThreadRunInput, MessageConnection, ThreadConnection,
         ThreadRunStream, ThreadService, UpdateMessageInput,
@@ -47,6 +52,7 @@ pub trait ServiceLocator: Send + Sync {
     fn setting(&self) -> Arc<dyn SettingService>;
     fn thread(&self) -> Arc<dyn ThreadService>;
     fn job(&self) -> Arc<dyn JobService>;
+    fn email(&self) -> Arc<dyn EmailService>;
 }
 
 /// Per request (or per WebSocket connection): who is calling, and the services.
@@ -249,6 +255,22 @@ impl Query {
 
     async fn server_info(ctx: &Context) -> Result<ServerInfo> {
         ctx.locator.setting().server_info().await
+    }
+
+    /// The SMTP settings (never the password), or null when mail is not set up (admin).
+    async fn email_setting(ctx: &Context) -> Result<Option<EmailSetting>> {
+        check_admin(ctx).await?;
+        ctx.locator.email().read_setting().await
+    }
+
+    async fn security_setting(ctx: &Context) -> Result<SecuritySetting> {
+        check_admin(ctx).await?;
+        ctx.locator.setting().security_setting().await
+    }
+
+    async fn network_setting(ctx: &Context) -> Result<NetworkSetting> {
+        check_admin(ctx).await?;
+        ctx.locator.setting().network_setting().await
     }
 
     async fn git_repositories(
@@ -652,6 +674,91 @@ impl Mutation {
         ctx.locator.auth().reset_registration_token().await
     }
 
+    /// Self sign-up for an address of an allowed domain: the invitation is mailed (its code
+    /// is not in the answer).
+    async fn request_invitation_email(
+        ctx: &Context,
+        input: RequestInvitationInput,
+    ) -> Result<Invitation> {
+        let mut errors = Vec::new();
+        validate_email("email", input.email.trim(), &mut errors);
+        CoreError::check(errors)?;
+        ctx.locator
+            .auth()
+            .request_invitation_email(input.email.trim(), ctx.client)
+            .await
+    }
+
+    /// Mails a reset link when the account exists; `true` either way.
+    async fn request_password_reset_email(
+        ctx: &Context,
+        input: RequestPasswordResetEmailInput,
+    ) -> Result<bool> {
+        let mut errors = Vec::new();
+        validate_email("email", input.email.trim(), &mut errors);
+        CoreError::check(errors)?;
+        ctx.locator
+            .auth()
+            .request_password_reset_email(input.email.trim(), ctx.client)
+            .await?;
+        Ok(true)
+    }
+
+    async fn password_reset(ctx: &Context, input: PasswordResetInput) -> Result<bool> {
+        input.validate()?;
+        ctx.locator
+            .auth()
+            .password_reset(&input, ctx.client)
+            .await?;
+        Ok(true)
+    }
+
+    /// A reset link for another user, to hand over when mail is not set up (admin).
+    async fn generate_reset_password_url(ctx: &Context, user_id: ID) -> Result<String> {
+        let admin = check_admin(ctx).await?;
+        ctx.locator
+            .auth()
+            .generate_reset_password_url(admin.id.as_rowid()?, user_id.as_rowid()?)
+            .await
+    }
+
+    async fn update_email_setting(ctx: &Context, input: EmailSettingInput) -> Result<bool> {
+        check_admin(ctx).await?;
+        input.validate()?;
+        ctx.locator.email().update_setting(input).await?;
+        Ok(true)
+    }
+
+    async fn delete_email_setting(ctx: &Context) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator.email().delete_setting().await?;
+        Ok(true)
+    }
+
+    /// Sends a test mail with the stored settings and waits for the SMTP server's answer.
+    async fn send_test_email(ctx: &Context, to: String) -> Result<bool> {
+        check_admin(ctx).await?;
+        let mut errors = Vec::new();
+        validate_email("to", to.trim(), &mut errors);
+        CoreError::check(errors)?;
+        ctx.locator.email().send_test_email(to.trim()).await?;
+        Ok(true)
+    }
+
+    async fn update_security_setting(ctx: &Context, input: SecuritySettingInput) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator.setting().update_security_setting(input).await?;
+        Ok(true)
+    }
+
+    /// The external URL mails link to.
+    async fn update_network_setting(ctx: &Context, input: NetworkSettingInput) -> Result<bool> {
+        check_admin(ctx).await?;
+        let url = input.validated_url()?;
+        ctx.locator.setting().update_network_setting(&url).await?;
+        Ok(true)
+    }
+
     async fn create_user_group(ctx: &Context, input: CreateUserGroupInput) -> Result<ID> {
         check_admin(ctx).await?;
         input.validate()?;
@@ -960,6 +1067,21 @@ mod tests {
             "grantSourceIdReadAccess(sourceId: String!, userGroupId: ID!): Boolean!",
             "hasPreviousPage: Boolean!",
             "dailyStats(start: DateTime!, end: DateTime!, users: [ID!], languages: [Language!]): [CompletionStats!]!",
+            "emailSetting: EmailSetting",
+            "securitySetting: SecuritySetting!",
+            "updateEmailSetting(input: EmailSettingInput!): Boolean!",
+            "deleteEmailSetting: Boolean!",
+            "sendTestEmail(to: String!): Boolean!",
+            "updateSecuritySetting(input: SecuritySettingInput!): Boolean!",
+            "requestInvitationEmail(input: RequestInvitationInput!): Invitation!",
+            "requestPasswordResetEmail(input: RequestPasswordResetEmailInput!): Boolean!",
+            "passwordReset(input: PasswordResetInput!): Boolean!",
+            "generateResetPasswordUrl(userId: ID!): String!",
+            "START_TLS",
+            "SSL_TLS",
+            "allowedRegisterDomainList: [String!]!",
+            "networkSetting: NetworkSetting!",
+            "updateNetworkSetting(input: NetworkSettingInput!): Boolean!",
         ] {
             assert!(sdl.contains(name), "schema lacks `{name}`:\n{sdl}");
         }

@@ -15,9 +15,11 @@ mod graphiql;
 mod ingestion;
 pub mod job;
 pub mod jwt;
+pub mod mail;
 pub mod password;
 pub mod ratelimit;
 mod routes;
+pub mod secret_box;
 pub mod service;
 mod subscriptions;
 mod ui;
@@ -54,6 +56,8 @@ pub struct WebserverOptions {
     pub config_repositories: Vec<ConfigRepository>,
     /// `[security]` of config.toml.
     pub security: tabby_common::config::SecurityConfig,
+    /// `[email]` of config.toml: the sender's retries.
+    pub email: tabby_common::config::EmailConfig,
     /// The per-user limit on `/v1*`; `None`: 120 requests a minute (bursts to 240). Benches
     /// lift it to measure the server itself.
     pub rest_rate_limit: Option<BucketSpec>,
@@ -76,6 +80,8 @@ impl Webserver {
             .await
             .with_context(|| format!("cannot open the database {}", options.db_path.display()))?;
         let jwt = Arc::new(jwt::JwtKeys::load(&db).await?);
+        let secrets = Arc::new(secret_box::SecretBox::load(&db).await?);
+        let mailer = Arc::new(mail::Mailer::new(db.clone(), secrets, options.email));
         let rest_rate_limit = options.rest_rate_limit;
         let directory = Arc::new(Directory::new(
             db.clone(),
@@ -90,11 +96,13 @@ impl Webserver {
         jobs.set_crawler(Arc::new(job::HttpCrawler::new(
             &directory.security().fetch_allowed_hosts,
         )));
+        jobs.set_mailer(mailer.clone());
         let services = Arc::new(Services {
             auth: Arc::new(service::auth::AuthServiceImpl::new(
                 db.clone(),
                 jwt,
                 directory.clone(),
+                mailer.clone(),
             )),
             user_group: Arc::new(service::user_group::UserGroupServiceImpl::new(
                 db.clone(),
@@ -107,14 +115,17 @@ impl Webserver {
                 jobs.clone(),
             )),
             usage: Arc::new(service::usage::UsageServiceImpl::new(db.clone())),
-            setting: Arc::new(service::SettingServiceImpl {
+            setting: Arc::new(service::setting::SettingServiceImpl {
                 db: db.clone(),
+                mailer: mailer.clone(),
                 is_chat_enabled: false.into(),
             }),
+            mailer: mailer.clone(),
             thread: Arc::new(service::thread::ThreadServiceImpl::new(db.clone())),
             job: jobs.clone(),
             ingestion: service::ingestion::IngestionService::new(db.clone(), jobs.clone()),
         });
+        mailer.start();
         Ok(Arc::new(Self {
             jobs,
             usage_logger: Arc::new(usage_logger::DbEventLogger::start(db.clone())),

@@ -63,7 +63,7 @@ fn is_api(path: &str) -> bool {
 
 /// Page routes of the app (served as `index.html`; the app routes on the client).
 fn is_page(path: &str) -> bool {
-    const PAGES: [&str; 12] = [
+    const PAGES: [&str; 16] = [
         "/",
         "/chat",
         "/threads",
@@ -72,7 +72,11 @@ fn is_page(path: &str) -> bool {
         "/jobs",
         "/auth/signin",
         "/auth/signup",
+        "/auth/forgot-password",
+        "/auth/reset-password",
         "/settings/team",
+        "/settings/mail",
+        "/settings/security",
         "/settings/groups",
         "/settings/repositories",
         "/settings/documents",
@@ -132,6 +136,11 @@ pub(crate) fn respond_with(
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(csp),
+        );
+        // Sign-up and reset links carry their code in the query: never pass it on.
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
         );
     }
     response

@@ -10,6 +10,8 @@ use super::{MIGRATOR, pending_versions};
 use crate::{CompletionCounter, DbConn};
 
 const TABLES: &[&str] = &[
+    "email_outbox",
+    "email_setting",
     "ingested_documents",
     "invitations",
     "job_runs",
@@ -93,6 +95,21 @@ async fn fill(db: &DbConn) {
         .await
         .unwrap();
     db.get_or_create_jwt_secret().await.unwrap();
+    db.get_or_create_encryption_secret().await.unwrap();
+    db.update_email_setting(&crate::EmailSettingDAO {
+        smtp_username: "u".into(),
+        smtp_password: Some("sealed".into()),
+        smtp_server: "smtp.example.com".into(),
+        smtp_port: 25,
+        from_address: "tabby@example.com".into(),
+        encryption: "none".into(),
+        auth_method: "none".into(),
+    })
+    .await
+    .unwrap();
+    db.enqueue_email("test", "a@example.com", "s", "b", 1)
+        .await
+        .unwrap();
     db.create_repository("tabby", "https://example.com/tabby.git", &["main".into()])
         .await
         .unwrap();

@@ -265,22 +265,31 @@ async fn password_reset_keeps_one_code_per_user() {
     assert_eq!(db.get_password_reset_by_user_id(id).await.unwrap(), None);
     let first = db.create_password_reset(id).await.unwrap();
     assert_eq!(first.user_id, id);
-    assert!(uuid::Uuid::parse_str(&first.code).is_ok());
+    assert_eq!(first.code.len(), 32);
+    let stored = db.get_password_reset_by_user_id(id).await.unwrap().unwrap();
+    assert_ne!(stored.code, first.code, "only the digest is stored");
+    assert_eq!(stored.code.len(), 64);
     let second = db.create_password_reset(id).await.unwrap();
     assert_eq!(second.id, first.id, "replaced, not added");
     assert_ne!(second.code, first.code);
     assert_eq!(
-        db.get_password_reset_by_code(&first.code).await.unwrap(),
-        None
+        db.redeem_password_reset(&first.code, 24).await.unwrap(),
+        None,
+        "the replaced code no longer works"
     );
     assert_eq!(
-        db.get_password_reset_by_code(&second.code).await.unwrap(),
-        Some(second.clone())
+        db.redeem_password_reset(&second.code.to_uppercase(), 24)
+            .await
+            .unwrap(),
+        Some(id)
     );
     assert_eq!(
-        db.get_password_reset_by_user_id(id).await.unwrap(),
-        Some(second)
+        db.redeem_password_reset(&second.code, 24).await.unwrap(),
+        None,
+        "single use"
     );
+    assert_eq!(db.get_password_reset_by_user_id(id).await.unwrap(), None);
+    db.create_password_reset(id).await.unwrap();
     db.delete_password_reset_by_user_id(id).await.unwrap();
     assert!(matches!(
         db.delete_password_reset_by_user_id(id).await,
@@ -294,6 +303,44 @@ async fn password_reset_keeps_one_code_per_user() {
     ));
 }
 
+/// Eight redemptions of one code at once, on tasks of a multi-threaded runtime over a file
+/// database: exactly one gets the user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reset_code_is_redeemed_once_under_concurrency() {
+    let (_dir, db, _raw) = crate::jobs::file_db().await;
+    let id = user(&db, "a@example.com").await;
+    let reset = db.create_password_reset(id).await.unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (db, code) = (db.clone(), reset.code.clone());
+            tokio::spawn(async move { db.redeem_password_reset(&code, 24).await.unwrap() })
+        })
+        .collect();
+    let mut winners = 0;
+    for task in tasks {
+        if task.await.unwrap() == Some(id) {
+            winners += 1;
+        }
+    }
+    assert_eq!(winners, 1);
+}
+
+#[tokio::test]
+async fn an_expired_reset_code_is_refused_and_removed() {
+    let (_dir, db, raw) = crate::jobs::file_db().await;
+    let id = user(&db, "a@example.com").await;
+    let reset = db.create_password_reset(id).await.unwrap();
+    sqlx::query("UPDATE password_reset SET created_at = DATETIME('now', '-25 hours')")
+        .execute(&raw)
+        .await
+        .unwrap();
+    assert_eq!(
+        db.redeem_password_reset(&reset.code, 24).await.unwrap(),
+        None
+    );
+    assert_eq!(db.get_password_reset_by_user_id(id).await.unwrap(), None);
+}
+
 #[tokio::test]
 async fn deleting_a_user_removes_their_credentials() {
     let db = db().await;
@@ -304,8 +351,9 @@ async fn deleting_a_user_removes_their_credentials() {
     let reset = db.create_password_reset(id).await.unwrap();
     db.delete_user(id).await.unwrap();
     assert_eq!(db.get_refresh_token(&token.token).await.unwrap(), None);
+    assert_eq!(db.get_password_reset_by_user_id(id).await.unwrap(), None);
     assert_eq!(
-        db.get_password_reset_by_code(&reset.code).await.unwrap(),
+        db.redeem_password_reset(&reset.code, 24).await.unwrap(),
         None
     );
     assert!(db.get_refresh_token(&kept.token).await.unwrap().is_some());

@@ -195,3 +195,111 @@ async fn repositories_crud() {
         ));
     }
 }
+
+#[tokio::test]
+async fn encryption_secret_is_created_once_and_differs_from_the_jwt_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.sqlite");
+    let db = DbConn::open(&path).await.unwrap();
+    let secret = db.get_or_create_encryption_secret().await.unwrap();
+    assert_eq!(secret.len(), 64);
+    assert_ne!(secret, db.get_or_create_jwt_secret().await.unwrap());
+    db.close().await;
+    let db = DbConn::open(&path).await.unwrap();
+    assert_eq!(db.get_or_create_encryption_secret().await.unwrap(), secret);
+}
+
+fn smtp(password: Option<&str>) -> tabby_db::EmailSettingDAO {
+    tabby_db::EmailSettingDAO {
+        smtp_username: "tabby".into(),
+        smtp_password: password.map(Into::into),
+        smtp_server: "smtp.example.com".into(),
+        smtp_port: 587,
+        from_address: "tabby@example.com".into(),
+        encryption: "starttls".into(),
+        auth_method: "plain".into(),
+    }
+}
+
+#[tokio::test]
+async fn email_setting_keeps_its_password_unless_given_a_new_one() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    assert_eq!(db.read_email_setting().await.unwrap(), None);
+    db.update_email_setting(&smtp(Some("sealed-1")))
+        .await
+        .unwrap();
+    let mut changed = smtp(None);
+    changed.smtp_port = 465;
+    db.update_email_setting(&changed).await.unwrap();
+    let stored = db.read_email_setting().await.unwrap().unwrap();
+    assert_eq!(stored.smtp_port, 465);
+    assert_eq!(stored.smtp_password.as_deref(), Some("sealed-1"));
+    db.update_email_setting(&smtp(Some("sealed-2")))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.read_email_setting()
+            .await
+            .unwrap()
+            .unwrap()
+            .smtp_password
+            .as_deref(),
+        Some("sealed-2")
+    );
+    let mut bad = smtp(None);
+    bad.encryption = "tls1.0".into();
+    assert!(
+        db.update_email_setting(&bad).await.is_err(),
+        "checked by the schema"
+    );
+    assert!(db.delete_email_setting().await.unwrap());
+    assert!(!db.delete_email_setting().await.unwrap());
+}
+
+#[tokio::test]
+async fn outbox_claims_retries_and_gives_up() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    assert_eq!(db.seconds_to_next_email().await.unwrap(), None);
+    let id = db
+        .enqueue_email("invitation", "a@example.com", "Hi", "link", 2)
+        .await
+        .unwrap();
+    assert_eq!(db.seconds_to_next_email().await.unwrap(), Some(0.0));
+    let claimed = db.claim_due_email(60).await.unwrap().unwrap();
+    assert_eq!((claimed.id, claimed.attempts), (id, 1));
+    assert!(
+        db.claim_due_email(60).await.unwrap().is_none(),
+        "leased: not claimed twice"
+    );
+    db.mark_email_attempt_failed(id, "connection refused", Some(0))
+        .await
+        .unwrap();
+    let stats = db.email_outbox_stats().await.unwrap();
+    assert_eq!(stats.pending, 1);
+    assert_eq!(stats.last_error.as_deref(), Some("connection refused"));
+    let again = db.claim_due_email(60).await.unwrap().unwrap();
+    assert_eq!(again.attempts, 2);
+    db.mark_email_attempt_failed(id, "still refused", None)
+        .await
+        .unwrap();
+    let given_up = db.get_email(id).await.unwrap().unwrap();
+    assert!(given_up.failed_at.is_some());
+    assert_eq!(given_up.body, None, "the link is not kept");
+    let stats = db.email_outbox_stats().await.unwrap();
+    assert_eq!((stats.pending, stats.failed_recently), (0, 1));
+    assert!(db.claim_due_email(60).await.unwrap().is_none());
+
+    let sent = db
+        .enqueue_email("test", "b@example.com", "Test", "body", 1)
+        .await
+        .unwrap();
+    db.claim_due_email(60).await.unwrap().unwrap();
+    db.mark_email_sent(sent).await.unwrap();
+    let row = db.get_email(sent).await.unwrap().unwrap();
+    assert!(row.sent_at.is_some() && row.body.is_none());
+    assert_eq!(
+        db.delete_emails_older_than(0).await.unwrap(),
+        0,
+        "created just now"
+    );
+}

@@ -8,8 +8,8 @@ use super::{
 
 /// Finished runs older than this are deleted by the hourly job.
 pub const JOB_RUN_RETENTION_DAYS: u32 = 90;
-/// Password reset codes older than this are removed by the hourly job.
-pub const PASSWORD_RESET_LIFETIME_HOURS: u32 = 24;
+/// A password reset code works this long; older ones are also removed by the hourly job.
+pub const PASSWORD_RESET_LIFETIME_HOURS: u32 = 1;
 
 impl JobService {
     pub(super) async fn hourly(&self, log: &JobLog) -> anyhow::Result<()> {
@@ -23,8 +23,12 @@ impl JobService {
             .delete_password_resets_older_than(PASSWORD_RESET_LIFETIME_HOURS)
             .await?;
         let runs = self.db.delete_old_job_runs(JOB_RUN_RETENTION_DAYS).await?;
+        let mails = self
+            .db
+            .delete_emails_older_than(crate::mail::OUTBOX_RETENTION_DAYS)
+            .await?;
         log.info(format!(
-            "db maintenance: {threads} idle threads, {tokens} expired refresh tokens, {resets} stale password resets, {runs} old job runs removed"
+            "db maintenance: {threads} idle threads, {tokens} expired refresh tokens, {resets} stale password resets, {runs} old job runs, {mails} old mails removed"
         ));
         self.trigger_all_repositories().await?;
         self.trigger(&BackgroundJobEvent::IndexGarbageCollection)

@@ -68,6 +68,7 @@ pub struct JobService {
     jobs_dir: PathBuf,
     deps: OnceLock<Arc<JobDeps>>,
     crawler: OnceLock<Arc<dyn WebCrawler>>,
+    mailer: OnceLock<Arc<crate::mail::Mailer>>,
     wake: Notify,
     live: LiveRuns,
 }
@@ -80,6 +81,7 @@ impl JobService {
             jobs_dir,
             deps: OnceLock::new(),
             crawler: OnceLock::new(),
+            mailer: OnceLock::new(),
             wake: Notify::new(),
             live: LiveRuns::default(),
         }
@@ -95,6 +97,11 @@ impl JobService {
 
     pub fn set_crawler(&self, crawler: Arc<dyn WebCrawler>) {
         let _ = self.crawler.set(crawler);
+    }
+
+    /// Failed jobs are mailed to the admins when mail is set up.
+    pub fn set_mailer(&self, mailer: Arc<crate::mail::Mailer>) {
+        let _ = self.mailer.set(mailer);
     }
 
     /// Enqueues `event` unless the same command is still pending; returns the run id and
@@ -247,6 +254,23 @@ impl JobService {
                 );
                 if let Err(e) = self.db.create_notification("admin", &content).await {
                     warn!("cannot notify admins: {e}");
+                }
+                if let Some(mailer) = self.mailer.get() {
+                    let run_id = tabby_schema::encode_id(run.id);
+                    let external_url = mailer
+                        .external_url()
+                        .await
+                        .unwrap_or_else(|_| "http://localhost:8080".into());
+                    mailer
+                        .notify_admins(crate::mail::templates::JOB_FAILED, || {
+                            crate::mail::templates::job_failed(
+                                &external_url,
+                                &run.job,
+                                &run_id,
+                                &message,
+                            )
+                        })
+                        .await;
                 }
                 1
             }

@@ -8,15 +8,19 @@ use tabby_db::{DbConn, InvitationDAO, OWNER_USER_ID, UserDAO};
 use tabby_schema::{
     AsID, CoreError, Result,
     auth::{
-        AuthenticationService, Claims, Invitation, InvitationConnection, RefreshTokenResponse,
-        RegisterInput, RegisterResponse, TokenAuthResponse, User, UserConnection, UserSecured,
+        AuthenticationService, Claims, Invitation, InvitationConnection, PasswordResetInput,
+        RefreshTokenResponse, RegisterInput, RegisterResponse, TokenAuthResponse, User,
+        UserConnection, UserSecured,
     },
     relay::RelayArgs,
 };
+use tracing::warn;
 
 use crate::{
     directory::{Directory, Snapshot},
+    job::PASSWORD_RESET_LIFETIME_HOURS,
     jwt::JwtKeys,
+    mail::{Mailer, templates},
     password,
     ratelimit::{BucketSpec, RateLimiter},
 };
@@ -47,6 +51,19 @@ const REGISTER_PER_EMAIL: BucketSpec = BucketSpec {
     initial: 5.0,
     per_second: 1.0 / 60.0,
 };
+/// Reset mails per e-mail address: a burst of 3, then one every 5 minutes (a mailbox is not
+/// flooded through us).
+const RESET_MAIL_PER_EMAIL: BucketSpec = BucketSpec {
+    capacity: 3.0,
+    initial: 3.0,
+    per_second: 1.0 / 300.0,
+};
+/// Reset mails and reset attempts per client address: a burst of 20, then one every 10 s.
+const RESET_PER_CLIENT: BucketSpec = BucketSpec {
+    capacity: 20.0,
+    initial: 20.0,
+    per_second: 1.0 / 10.0,
+};
 /// Token refreshes per client address: a burst of 60, then one a second.
 const REFRESH_PER_CLIENT: BucketSpec = BucketSpec {
     capacity: 60.0,
@@ -63,6 +80,9 @@ pub struct AuthServiceImpl {
     register_per_client: RateLimiter<IpAddr>,
     register_per_email: RateLimiter<String>,
     refresh_per_client: RateLimiter<IpAddr>,
+    reset_mail_per_email: RateLimiter<String>,
+    reset_per_client: RateLimiter<IpAddr>,
+    mailer: Arc<Mailer>,
     /// A hash to verify against when the e-mail is unknown, so both cases take as long.
     dummy_hash: tokio::sync::OnceCell<String>,
 }
@@ -125,8 +145,16 @@ impl AuthServiceImpl {
         self.jwt.expires_at(token)
     }
 
-    pub fn new(db: DbConn, jwt: Arc<JwtKeys>, directory: Arc<Directory>) -> Self {
+    pub fn new(
+        db: DbConn,
+        jwt: Arc<JwtKeys>,
+        directory: Arc<Directory>,
+        mailer: Arc<Mailer>,
+    ) -> Self {
         Self {
+            reset_mail_per_email: RateLimiter::new(RESET_MAIL_PER_EMAIL),
+            reset_per_client: RateLimiter::new(RESET_PER_CLIENT),
+            mailer,
             db,
             jwt,
             directory,
@@ -151,6 +179,99 @@ impl AuthServiceImpl {
             .get_user(id)
             .await?
             .ok_or(CoreError::NotFound("User not found"))
+    }
+
+    /// Refuses a new active account once `[security] max_users` accounts are active.
+    async fn check_seat(&self) -> Result<()> {
+        if let Some(max) = self.directory.security().max_users
+            && self.db.count_active_users().await? >= max as usize
+        {
+            return Err(CoreError::Rejected(format!(
+                "This server has reached its limit of {max} active users \
+                 ([security] max_users); an admin can deactivate an account or raise the limit"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses a new active admin once `[security] max_admins` admins are active.
+    async fn check_admin_seat(&self) -> Result<()> {
+        if let Some(max) = self.directory.security().max_admins
+            && self.db.count_active_admins().await? >= max as usize
+        {
+            return Err(CoreError::Rejected(format!(
+                "This server has reached its limit of {max} active admins ([security] max_admins)"
+            )));
+        }
+        Ok(())
+    }
+
+    fn client_limited(&self, limiter: &RateLimiter<IpAddr>, client: Option<IpAddr>) -> Result<()> {
+        if client.is_some_and(|ip| !limiter.try_acquire(&ip)) {
+            return Err(CoreError::TooManyRequests(
+                "Too many requests from this address; try again later".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Queues the invitation mail when mail is set up; whether it was queued.
+    async fn mail_invitation(&self, invitation: &InvitationDAO) -> Result<bool> {
+        if !self.mailer.is_configured().await? {
+            return Ok(false);
+        }
+        let text = templates::invitation(
+            &self.mailer.external_url().await?,
+            &invitation.code,
+            self.directory.security().invitation_expiry_days,
+        );
+        self.mailer
+            .enqueue(templates::INVITATION, &invitation.email, text)
+            .await?;
+        Ok(true)
+    }
+
+    fn invitation_expired(&self, invitation: &InvitationDAO) -> bool {
+        let days = self.directory.security().invitation_expiry_days;
+        invitation.created_at + chrono::Duration::days(i64::from(days)) <= chrono::Utc::now()
+    }
+
+    async fn reset_url(&self, user_id: i64) -> Result<String> {
+        let reset = self.db.create_password_reset(user_id).await?;
+        let base = self.mailer.external_url().await?;
+        Ok(format!(
+            "{}/auth/reset-password?code={}",
+            base.trim_end_matches('/'),
+            reset.code
+        ))
+    }
+
+    /// The reset mail for `email`, if an active account with that address exists.
+    async fn queue_reset_mail(&self, email: &str) -> Result<()> {
+        let Some(user) = self.db.get_user_by_email(email).await? else {
+            return Ok(());
+        };
+        if !user.active {
+            return Ok(());
+        }
+        let reset = self.db.create_password_reset(user.id).await?;
+        let text = templates::password_reset(
+            &self.mailer.external_url().await?,
+            &reset.code,
+            PASSWORD_RESET_LIFETIME_HOURS,
+        );
+        self.mailer
+            .enqueue(templates::PASSWORD_RESET, &user.email, text)
+            .await?;
+        Ok(())
+    }
+
+    async fn password_login_disabled(&self) -> Result<bool> {
+        Ok(self
+            .db
+            .read_server_setting()
+            .await?
+            .security_disable_password_login)
     }
 
     /// Whether the e-mail's domain is one of the self-signup domains of the security setting.
@@ -188,11 +309,21 @@ impl AuthenticationService for AuthServiceImpl {
             ));
         }
         // Decide whether the account may exist before spending a password hash on it.
-        enum Kind {
-            Invited(i64),
-            OwnerOrSelfSignup,
-        }
-        let kind = match input.invitation_code.as_deref().filter(|c| !c.is_empty()) {
+        // Without a code only the owner registers. Self sign-up goes through a mailed
+        // invitation (`requestInvitationEmail`), so the address is proven before the account
+        // exists (upstream creates accounts for allowed domains unverified).
+        let code_required = || async {
+            Ok::<_, CoreError>(CoreError::invalid(
+                "invitationCode",
+                if self.may_self_signup(&input.email).await? {
+                    "An invitation code is required to register: ask for one to be mailed to \
+                     this address"
+                } else {
+                    "An invitation code is required to register"
+                },
+            ))
+        };
+        let invitation_id = match input.invitation_code.as_deref().filter(|c| !c.is_empty()) {
             Some(code) => {
                 let invitation = self
                     .db
@@ -203,9 +334,7 @@ impl AuthenticationService for AuthServiceImpl {
                         CoreError::invalid("invitationCode", "Invitation code is not valid")
                     })?;
                 let days = self.directory.security().invitation_expiry_days;
-                if invitation.created_at + chrono::Duration::days(i64::from(days))
-                    <= chrono::Utc::now()
-                {
+                if self.invitation_expired(&invitation) {
                     return Err(CoreError::invalid(
                         "invitationCode",
                         format!(
@@ -214,24 +343,18 @@ impl AuthenticationService for AuthServiceImpl {
                         ),
                     ));
                 }
-                Kind::Invited(invitation.id)
+                self.check_seat().await?;
+                Some(invitation.id)
             }
-            None => {
-                if self.db.get_user(OWNER_USER_ID).await?.is_some()
-                    && !self.may_self_signup(&input.email).await?
-                {
-                    return Err(CoreError::invalid(
-                        "invitationCode",
-                        "An invitation code is required to register",
-                    ));
-                }
-                Kind::OwnerOrSelfSignup
+            None if self.db.get_user(OWNER_USER_ID).await?.is_some() => {
+                return Err(code_required().await?);
             }
+            None => None,
         };
         let hash = password::hash(&input.password1).await?;
         let name = Some(input.name.trim());
-        let user_id = match kind {
-            Kind::Invited(invitation_id) => {
+        let user_id = match invitation_id {
+            Some(invitation_id) => {
                 self.db
                     .create_user_with_invitation(
                         &input.email,
@@ -242,23 +365,14 @@ impl AuthenticationService for AuthServiceImpl {
                     )
                     .await?
             }
-            Kind::OwnerOrSelfSignup => match self
+            None => match self
                 .db
                 .create_owner(&input.email, Some(&hash), name)
                 .await?
             {
                 Some(id) => id,
-                None if self.may_self_signup(&input.email).await? => {
-                    self.db
-                        .create_user(&input.email, Some(&hash), false, name)
-                        .await?
-                }
-                None => {
-                    return Err(CoreError::invalid(
-                        "invitationCode",
-                        "An invitation code is required to register",
-                    ));
-                }
+                // Another registration made the owner in the meantime.
+                None => return Err(code_required().await?),
             },
         };
         self.directory.invalidate();
@@ -275,6 +389,11 @@ impl AuthenticationService for AuthServiceImpl {
         password: &str,
         client: Option<IpAddr>,
     ) -> Result<TokenAuthResponse> {
+        if self.password_login_disabled().await? {
+            return Err(CoreError::Rejected(
+                "Password sign-in is turned off on this server; use another sign-in method".into(),
+            ));
+        }
         let email_key = email.trim().to_lowercase();
         // Charged before the password is checked (and refunded on success), so concurrent
         // attempts cannot all pass the check before any failure is counted.
@@ -463,7 +582,9 @@ impl AuthenticationService for AuthServiceImpl {
                 "A user with this email already exists",
             ));
         }
-        Ok(invitation(self.db.create_invitation(email).await?))
+        let created = self.db.create_invitation(email).await?;
+        self.mail_invitation(&created).await?;
+        Ok(invitation(created))
     }
 
     async fn delete_invitation(&self, id: i64) -> Result<()> {
@@ -502,7 +623,13 @@ impl AuthenticationService for AuthServiceImpl {
                 "You cannot change your own status".into(),
             ));
         }
-        self.user_dao(id).await?;
+        let user = self.user_dao(id).await?;
+        if active && !user.active {
+            self.check_seat().await?;
+            if user.is_admin {
+                self.check_admin_seat().await?;
+            }
+        }
         self.db.update_user_active(id, active).await?;
         if !active {
             self.db.end_user_sessions(id).await?;
@@ -522,7 +649,10 @@ impl AuthenticationService for AuthServiceImpl {
                 "You cannot change your own role".into(),
             ));
         }
-        self.user_dao(id).await?;
+        let user = self.user_dao(id).await?;
+        if is_admin && !user.is_admin && user.active {
+            self.check_admin_seat().await?;
+        }
         self.db.update_user_role(id, is_admin).await?;
         self.directory.invalidate();
         Ok(())
@@ -540,5 +670,130 @@ impl AuthenticationService for AuthServiceImpl {
 
     async fn reset_registration_token(&self) -> Result<String> {
         Ok(self.db.reset_registration_token().await?)
+    }
+
+    async fn request_invitation_email(
+        &self,
+        email: &str,
+        client: Option<IpAddr>,
+    ) -> Result<Invitation> {
+        if client.is_some_and(|ip| !self.register_per_client.try_acquire(&ip))
+            || !self.register_per_email.try_acquire(&email.to_lowercase())
+        {
+            return Err(CoreError::TooManyRequests(
+                "Too many sign-up requests; try again later".into(),
+            ));
+        }
+        if !self.may_self_signup(email).await? {
+            return Err(CoreError::Rejected(
+                "Self sign-up is not open to this e-mail domain; ask an admin for an invitation"
+                    .into(),
+            ));
+        }
+        if !self.mailer.is_configured().await? {
+            return Err(CoreError::Rejected(
+                "Self sign-up needs mail, which is not set up on this server; ask an admin for \
+                 an invitation"
+                    .into(),
+            ));
+        }
+        let answer = |id: juniper::ID, created_at| Invitation {
+            id,
+            email: email.to_owned(),
+            code: String::new(),
+            created_at,
+        };
+        // The answer is the same whether the address has an account or not: the mailbox
+        // learns which.
+        if self.db.get_user_by_email(email).await?.is_some() {
+            let text = templates::account_exists(&self.mailer.external_url().await?);
+            self.mailer
+                .enqueue(templates::ACCOUNT_EXISTS, email, text)
+                .await?;
+            return Ok(answer(juniper::ID::new(""), chrono::Utc::now()));
+        }
+        let current = match self.db.get_invitation_by_email(email).await? {
+            Some(existing) if !self.invitation_expired(&existing) => existing,
+            Some(expired) => {
+                self.db.delete_invitation(expired.id).await?;
+                self.db.create_invitation(email).await?
+            }
+            None => self.db.create_invitation(email).await?,
+        };
+        self.mail_invitation(&current).await?;
+        Ok(answer(juniper::ID::new(""), current.created_at))
+    }
+
+    async fn request_password_reset_email(
+        &self,
+        email: &str,
+        client: Option<IpAddr>,
+    ) -> Result<()> {
+        self.client_limited(&self.reset_per_client, client)?;
+        if !self.mailer.is_configured().await? {
+            return Err(CoreError::Rejected(
+                "Password reset by mail is not available: mail is not set up on this server; \
+                 ask an admin for a reset link"
+                    .into(),
+            ));
+        }
+        if self.password_login_disabled().await? {
+            return Err(CoreError::Rejected(
+                "Password sign-in is turned off on this server".into(),
+            ));
+        }
+        // Over the limit for this address: answered like any other request, nothing sent.
+        if !self.reset_mail_per_email.try_acquire(&email.to_lowercase()) {
+            return Ok(());
+        }
+        if let Err(e) = self.queue_reset_mail(email).await {
+            warn!("cannot queue a password reset mail: {e}");
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    async fn password_reset(
+        &self,
+        input: &PasswordResetInput,
+        client: Option<IpAddr>,
+    ) -> Result<()> {
+        self.client_limited(&self.reset_per_client, client)?;
+        if self.password_login_disabled().await? {
+            return Err(CoreError::Rejected(
+                "Password sign-in is turned off on this server".into(),
+            ));
+        }
+        let invalid = || {
+            CoreError::invalid(
+                "code",
+                "This reset link is not valid: it was used, replaced by a newer one, or is \
+                 older than an hour. Ask for a new one.",
+            )
+        };
+        let user_id = self
+            .db
+            .redeem_password_reset(&input.code, PASSWORD_RESET_LIFETIME_HOURS)
+            .await?
+            .ok_or_else(invalid)?;
+        let user = self.user_dao(user_id).await?;
+        if !user.active {
+            return Err(CoreError::Rejected("User is disabled".into()));
+        }
+        let hash = password::hash(&input.password1).await?;
+        self.db.update_user_password(user_id, Some(&hash)).await?;
+        self.db.end_user_sessions(user_id).await?;
+        self.directory.invalidate();
+        Ok(())
+    }
+
+    async fn generate_reset_password_url(&self, actor: i64, user_id: i64) -> Result<String> {
+        let user = self.user_dao(user_id).await?;
+        if actor != OWNER_USER_ID && (user.is_owner() || user.is_admin) && actor != user_id {
+            return Err(CoreError::Forbidden(
+                "Only the owner can reset the password of an admin",
+            ));
+        }
+        self.reset_url(user_id).await
     }
 }
