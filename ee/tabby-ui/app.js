@@ -122,6 +122,8 @@ const ADMIN_PAGES = [
   ["/settings/groups", "Groups"],
   ["/settings/repositories", "Repositories"],
   ["/settings/documents", "Documents"],
+  ["/settings/mail", "Mail"],
+  ["/settings/security", "Security"],
   ["/jobs", "Jobs"],
   ["/usage", "Usage"],
 ];
@@ -174,7 +176,7 @@ async function render() {
   document.body.classList.toggle("embedded", embedded);
   clearFlash();
   try {
-    serverInfo ??= (await gql(`{ serverInfo { isAdminInitialized isChatEnabled allowSelfSignup } }`)).serverInfo;
+    serverInfo ??= (await gql(`{ serverInfo { isAdminInitialized isChatEnabled allowSelfSignup isEmailConfigured } }`)).serverInfo;
   } catch (e) {
     setMain(h("p", "The server cannot be reached."));
     showError(e);
@@ -183,7 +185,10 @@ async function render() {
   if (!serverInfo.isAdminInitialized && path !== "/auth/signup") return navigate("/auth/signup", { replace: true });
   if (path.startsWith("/auth/")) {
     document.getElementById("header").replaceChildren();
-    return path === "/auth/signup" ? signUpPage(params) : signInPage();
+    if (path === "/auth/signup") return signUpPage(params);
+    if (path === "/auth/forgot-password") return forgotPasswordPage();
+    if (path === "/auth/reset-password") return resetPasswordPage(params);
+    return signInPage();
   }
   me ??= await loadMe();
   if (!me) return navigate(`/auth/signin?next=${encodeURIComponent(path + location.search)}`, { replace: true });
@@ -199,6 +204,8 @@ async function render() {
     [/^\/settings\/groups$/, () => groupsPage(), true],
     [/^\/settings\/repositories$/, () => repositoriesPage(), true],
     [/^\/settings\/documents$/, () => documentsPage(), true],
+    [/^\/settings\/mail$/, () => mailPage(), true],
+    [/^\/settings\/security$/, () => securityPage(), true],
     [/^\/jobs$/, () => jobsPage(), true],
   ];
   for (const [pattern, page, adminOnly] of routes) {
@@ -241,7 +248,10 @@ function signInPage() {
     field("Email", h("input", { name: "email", type: "email", required: true, autocomplete: "username" })),
     field("Password", h("input", { name: "password", type: "password", required: true, autocomplete: "current-password" })),
     h("button.primary", { type: "submit" }, "Sign in"),
-    h("p.muted", "New here? Ask an admin for an invitation link."),
+    serverInfo.isEmailConfigured ? h("p", link("/auth/forgot-password", "Forgot password?")) : null,
+    h("p.muted", serverInfo.allowSelfSignup
+      ? ["New here? ", link("/auth/signup", "Sign up"), " with your work e-mail, or ask an admin for an invitation."]
+      : "New here? Ask an admin for an invitation link."),
   );
   setMain(form);
   form.querySelector("input").focus();
@@ -276,6 +286,55 @@ function signUpPage(params) {
     first ? null : field("Invitation code", h("input", { name: "invitationCode", value: code })),
     h("button.primary", { type: "submit" }, first ? "Create admin account" : "Create account"),
     first ? null : h("p.muted", link("/auth/signin", "Already have an account? Sign in")),
+  );
+  // No code yet: an address of an allowed domain can have one mailed.
+  const request = !first && !code && serverInfo.allowSelfSignup && serverInfo.isEmailConfigured
+    ? h("form.card", { onsubmit: action(async () => {
+        const { email } = formValues(request);
+        await gql(`mutation($e: String!) { requestInvitationEmail(input: {email: $e}) { email } }`, { e: email });
+        showNotice(`An invitation is on its way to ${email}: follow its link to create your account.`);
+      }) },
+      h("h2", "No invitation yet?"),
+      h("p.muted", "Addresses of this organisation's domains can have one mailed to them."),
+      field("Work email", h("input", { name: "email", type: "email", required: true })),
+      h("button", { type: "submit" }, "Email me an invitation"))
+    : null;
+  setMain(form, request);
+  form.querySelector("input").focus();
+}
+
+function forgotPasswordPage() {
+  const form = h("form.card", { onsubmit: action(async () => {
+    const { email } = formValues(form);
+    await gql(`mutation($e: String!) { requestPasswordResetEmail(input: {email: $e}) }`, { e: email });
+    showNotice("If an account has this address, a link to choose a new password is on its way. It works once, for an hour.");
+  }) },
+    h("h1", "Reset your password"),
+    field("Email", h("input", { name: "email", type: "email", required: true, autocomplete: "username" })),
+    h("button.primary", { type: "submit" }, "Email me a reset link"),
+    h("p.muted", link("/auth/signin", "Back to sign in")),
+  );
+  setMain(form);
+  form.querySelector("input").focus();
+}
+
+function resetPasswordPage(params) {
+  const code = params.get("code") ?? "";
+  const form = h("form.card", { onsubmit: action(async () => {
+    const v = formValues(form);
+    await gql(`mutation($c: String!, $p1: String!, $p2: String!) { passwordReset(input: {code: $c, password1: $p1, password2: $p2}) }`,
+      { c: code, p1: v.password1, p2: v.password2 });
+    session.clear();
+    me = null;
+    navigate("/auth/signin", { replace: true });
+    showNotice("Your password is changed: sign in with it. Every other session was signed out.");
+  }) },
+    h("h1", "Choose a new password"),
+    code ? null : h("p.error", "This link has no reset code: open the link from the mail again."),
+    field("New password", h("input", { name: "password1", type: "password", required: true, autocomplete: "new-password" })),
+    h("p.muted.small", "8 to 20 characters with a lowercase and an uppercase letter, a digit and a symbol."),
+    field("Confirm new password", h("input", { name: "password2", type: "password", required: true, autocomplete: "new-password" })),
+    h("button.primary", { type: "submit", disabled: !code }, "Set password"),
   );
   setMain(form);
   form.querySelector("input").focus();
@@ -661,7 +720,9 @@ async function teamPage() {
     const { email } = formValues(invite);
     await gql(`mutation($e: String!) { createInvitation(email: $e) }`, { e: email });
     await teamPage();
-    showNotice(`Invitation created for ${email}: send them the link below.`);
+    showNotice(serverInfo?.isEmailConfigured
+      ? `Invitation mailed to ${email}; the link below works too.`
+      : `Invitation created for ${email}: send them the link below.`);
   }) }, field("Email", h("input", { name: "email", type: "email", required: true })), h("button.primary", { type: "submit" }, "Invite"));
   const users = data.users.edges.map((e) => e.node);
   setMain(
@@ -694,9 +755,107 @@ async function teamPage() {
               await gql(`mutation($id: ID!, $a: Boolean!) { updateUserActive(id: $id, active: $a) }`, { id: u.id, a: !u.active });
               await teamPage();
             }) }, u.active ? "Deactivate" : "Activate"),
+            " ",
+            me.isOwner || !u.isAdmin ? h("button.link", { type: "button", onclick: action(async () => {
+              const data = await gql(`mutation($id: ID!) { generateResetPasswordUrl(userId: $id) }`, { id: u.id });
+              copy(data.generateResetPasswordUrl);
+              showNotice(`A reset link for ${u.email} is on the clipboard (single use, valid for an hour): ${data.generateResetPasswordUrl}`);
+            }) }, "Reset link") : null,
           ]),
         ))))),
   );
+}
+
+// ---- admin: mail and security ----
+
+const ENCRYPTIONS = [["START_TLS", "STARTTLS (port 587)"], ["SSL_TLS", "TLS (port 465)"], ["NONE", "None (local relay only)"]];
+const AUTH_METHODS = [["PLAIN", "PLAIN"], ["LOGIN", "LOGIN"], ["NONE", "None"]];
+
+function select(name, options, current, attrs = {}) {
+  return h("select", { name, ...attrs }, options.map(([value, label]) => h("option", { value, selected: value === current }, label)));
+}
+
+async function mailPage() {
+  const data = await gql(`{
+    emailSetting { smtpUsername smtpServer smtpPort fromAddress encryption authMethod
+                   pendingDeliveries failedDeliveries lastDeliveryError }
+    networkSetting { externalUrl }
+  }`);
+  const current = data.emailSetting;
+  const form = h("form.card", { onsubmit: action(async () => {
+    const v = formValues(form);
+    await gql(`mutation($i: EmailSettingInput!) { updateEmailSetting(input: $i) }`, { i: {
+      smtpServer: v.smtpServer, smtpPort: Number(v.smtpPort), encryption: v.encryption, authMethod: v.authMethod,
+      smtpUsername: v.smtpUsername, smtpPassword: v.smtpPassword === "" ? null : v.smtpPassword, fromAddress: v.fromAddress,
+    } });
+    serverInfo = null;
+    await mailPage();
+    showNotice("Mail settings saved. Send a test mail to check them.");
+  }) },
+    h("h2", "SMTP server"),
+    field("SMTP server", h("input", { name: "smtpServer", required: true, value: current?.smtpServer ?? "", placeholder: "smtp.example.com" })),
+    field("Port", h("input", { name: "smtpPort", type: "number", min: 1, max: 65535, required: true, value: current?.smtpPort ?? 587 })),
+    field("Encryption", select("encryption", ENCRYPTIONS, current?.encryption ?? "START_TLS")),
+    field("Authentication", select("authMethod", AUTH_METHODS, current?.authMethod ?? "PLAIN")),
+    field("SMTP user name", h("input", { name: "smtpUsername", value: current?.smtpUsername ?? "", autocomplete: "off" })),
+    field("SMTP password", h("input", { name: "smtpPassword", type: "password", autocomplete: "new-password",
+      placeholder: current ? "unchanged (stored encrypted)" : "" })),
+    field("Sender address", h("input", { name: "fromAddress", type: "email", required: true, value: current?.fromAddress ?? "" })),
+    h("button.primary", { type: "submit" }, "Save mail settings"),
+    current ? [" ", h("button.link.danger", { type: "button", onclick: action(async () => {
+      await gql(`mutation { deleteEmailSetting }`);
+      serverInfo = null;
+      await mailPage();
+      showNotice("Mail is turned off.");
+    }) }, "Turn mail off")] : null,
+  );
+  const test = h("form.inline", { onsubmit: action(async () => {
+    const { to } = formValues(test);
+    await gql(`mutation($to: String!) { sendTestEmail(to: $to) }`, { to });
+    showNotice(`The SMTP server accepted a test mail to ${to}.`);
+    await mailPage();
+  }) }, field("Send a test mail to", h("input", { name: "to", type: "email", required: true, value: me.email })), h("button", { type: "submit" }, "Send test mail"));
+  const network = h("form.inline", { onsubmit: action(async () => {
+    const { externalUrl } = formValues(network);
+    await gql(`mutation($u: String!) { updateNetworkSetting(input: {externalUrl: $u}) }`, { u: externalUrl });
+    showNotice("Links in mails now start with this address.");
+  }) }, field("External URL", h("input", { name: "externalUrl", type: "url", required: true, value: data.networkSetting.externalUrl })),
+    h("button", { type: "submit" }, "Save URL"));
+  setMain(
+    h("h1", "Mail"),
+    h("p.muted", "Invitations, password resets and failed jobs are mailed. Mails are sent in the background and retried while the SMTP server is unreachable."),
+    form,
+    current ? h("section.card", h("h2", "Delivery"),
+      test,
+      h("p", `Waiting or being retried: ${current.pendingDeliveries}. Given up in the last 7 days: ${current.failedDeliveries}.`),
+      current.lastDeliveryError ? h("p.error", { "data-delivery-error": true }, `Last error: ${current.lastDeliveryError}`) : null) : null,
+    h("section.card", h("h2", "Links"), h("p.muted", "The address users reach this server at; links in mails start with it."), network),
+  );
+}
+
+async function securityPage() {
+  const data = await gql(`{ securitySetting { allowedRegisterDomainList disableClientSideTelemetry disablePasswordLogin } }`);
+  const current = data.securitySetting;
+  const form = h("form.card", { onsubmit: action(async () => {
+    const v = formValues(form);
+    const domains = (v.domains ?? "").split(/[\s,]+/).filter(Boolean);
+    await gql(`mutation($i: SecuritySettingInput!) { updateSecuritySetting(input: $i) }`, { i: {
+      allowedRegisterDomainList: domains,
+      disableClientSideTelemetry: v.telemetry === "on",
+      disablePasswordLogin: v.passwordOff === "on",
+    } });
+    serverInfo = null;
+    await securityPage();
+    showNotice("Security settings saved.");
+  }) },
+    field("Self sign-up domains", h("textarea", { name: "domains", rows: 3, placeholder: "example.com" }, current.allowedRegisterDomainList.join("\n"))),
+    h("p.muted.small", "Addresses of these domains can have an invitation mailed to them from the sign-up page (mail must be set up). One per line; empty: invitations by admins only."),
+    h("label.check", h("input", { type: "checkbox", name: "telemetry", checked: current.disableClientSideTelemetry }), " Disable client-side telemetry"),
+    h("label.check", h("input", { type: "checkbox", name: "passwordOff", checked: current.disablePasswordLogin }), " Disable password sign-in"),
+    h("p.muted.small", "Password sign-in can only be turned off once another sign-in method works for an admin."),
+    h("button.primary", { type: "submit" }, "Save security settings"),
+  );
+  setMain(h("h1", "Security"), form);
 }
 
 // ---- admin: groups ----

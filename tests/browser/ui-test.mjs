@@ -1,17 +1,20 @@
 // Drives the tabby-rs web UI in Debian's headless Chromium (playwright-core):
-//   node ui-test.mjs <base url> <screenshot dir> <expected answer text>
-// Registers the admin, asks a question about the indexed repository (streamed answer and a
-// code attachment), reloads into the thread, invites a user, creates a group and restricts a
-// repository, then visits the other pages. Requests that leave the server are blocked and
+//   node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir>
+// Registers the admin, sets up mail (the SMTP server on <smtp port> writes what it receives
+// to <mail dir>, see tests/smtp/sink.py) and sends a test mail, asks a question about the
+// indexed repository (streamed answer and a code attachment), reloads into the thread,
+// invites a user, creates a group and restricts a repository, visits the other pages, edits
+// the security setting, registers the invited user from the mailed link, and resets the
+// admin's password through a mailed link. Requests that leave the server are blocked and
 // counted. Prints one JSON line: {pageWeightBytes, firstLoadRequests, blockedRequests,
 // screenshots, steps}. Exits 1 with the failing step on stderr.
 import { chromium } from "playwright-core";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [base, shots, expectedAnswer] = process.argv.slice(2);
-if (!base || !shots || !expectedAnswer) {
-  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text>");
+const [base, shots, expectedAnswer, smtpPort, mailDir] = process.argv.slice(2);
+if (!base || !shots || !expectedAnswer || !smtpPort || !mailDir) {
+  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir>");
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -62,6 +65,24 @@ async function step(name, fn) {
   }
 }
 
+/// Waits for a mail to `to` whose subject contains `subject`; returns {subject, body}.
+async function mailTo(to, subject) {
+  for (let i = 0; i < 200; i++) {
+    for (const name of readdirSync(mailDir).filter((n) => n.endsWith(".json")).sort()) {
+      const mail = JSON.parse(readFileSync(join(mailDir, name), "utf8"));
+      if (mail.rcpt_tos.includes(to) && mail.subject.includes(subject)) return mail;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no mail to ${to} about "${subject}"`);
+}
+
+function mailLink(mail) {
+  const url = mail.body.split(/\s+/).find((w) => w.startsWith("http") && w.includes("/auth/"));
+  if (!url) throw new Error(`no link in ${mail.body}`);
+  return url;
+}
+
 async function shot(name) {
   const file = join(shots, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
@@ -110,6 +131,28 @@ await step("sign out and sign in again", async () => {
   await page.getByRole("heading", { name: "Ask" }).waitFor();
 });
 
+await step("set up mail and send a test mail", async () => {
+  await page.getByRole("link", { name: "Mail", exact: true }).click();
+  await page.getByRole("heading", { name: "Mail", exact: true }).waitFor();
+  await page.getByLabel("SMTP server").fill("127.0.0.1");
+  await page.getByLabel("Port").fill(smtpPort);
+  await page.getByLabel("Encryption").selectOption("NONE");
+  await page.getByLabel("Authentication").selectOption("NONE");
+  await page.getByLabel("Sender address").fill("tabby@example.com");
+  await page.getByRole("button", { name: "Save mail settings" }).click();
+  await page.getByRole("status").filter({ hasText: "Mail settings saved" }).waitFor();
+  await page.getByLabel("External URL").fill(origin);
+  await page.getByRole("button", { name: "Save URL" }).click();
+  await page.getByRole("status").filter({ hasText: "Links in mails" }).waitFor();
+  await page.getByLabel("Send a test mail to").fill("ada@example.com");
+  await page.getByRole("button", { name: "Send test mail" }).click();
+  await page.getByRole("status").filter({ hasText: "accepted a test mail" }).waitFor();
+  await mailTo("ada@example.com", "Tabby test mail");
+  await shot("mail");
+  await page.getByRole("link", { name: "Ask", exact: true }).click();
+  await page.getByRole("heading", { name: "Ask" }).waitFor();
+});
+
 let threadUrl;
 await step("ask about the repository and see the streamed answer with its code", async () => {
   await page.getByLabel("Code").selectOption({ label: "shop" });
@@ -140,6 +183,7 @@ await step("invite a user", async () => {
   await page.getByRole("button", { name: "Invite" }).click();
   await page.getByRole("cell", { name: "bob@example.com" }).waitFor();
   await page.locator("code").filter({ hasText: "invitationCode=" }).waitFor();
+  await page.getByRole("status").filter({ hasText: "Invitation mailed to bob@example.com" }).waitFor();
   await shot("team");
 });
 
@@ -176,6 +220,20 @@ await step("other pages render", async () => {
   await page.locator("code.token").filter({ hasText: /^auth_/ }).waitFor();
 });
 
+await step("security settings", async () => {
+  await page.getByRole("link", { name: "Security", exact: true }).click();
+  await page.getByRole("heading", { name: "Security", exact: true }).waitFor();
+  await page.getByLabel("Self sign-up domains").fill("example.org");
+  await page.getByLabel("Disable password sign-in").check();
+  await page.getByRole("button", { name: "Save security settings" }).click();
+  await page.getByRole("alert").filter({ hasText: "another sign-in method" }).waitFor();
+  await page.getByLabel("Disable password sign-in").uncheck();
+  await page.getByRole("button", { name: "Save security settings" }).click();
+  await page.getByRole("status").filter({ hasText: "Security settings saved" }).waitFor();
+  if ((await page.getByLabel("Self sign-up domains").inputValue()) !== "example.org") throw new Error("domains not kept");
+  await shot("security");
+});
+
 await step("editor chat page", async () => {
   await page.goto(`${origin}/chat?client=vscode`, { waitUntil: "networkidle" });
   await page.getByRole("heading", { name: "Chat" }).waitFor();
@@ -187,6 +245,44 @@ await step("unknown pages show a readable 404", async () => {
   const response = await page.goto(`${origin}/no/such/page`);
   if (response.status() !== 404) throw new Error(`status ${response.status()}`);
   await page.getByRole("heading", { name: "Not found" }).waitFor();
+});
+
+const newPassword = "Adm1n-pass!2";
+await step("the invited user registers from the mailed link", async () => {
+  await page.goto(base, { waitUntil: "networkidle" });
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("heading", { name: "Sign in" }).waitFor();
+  const invitation = await mailTo("bob@example.com", "invited");
+  await page.goto(mailLink(invitation), { waitUntil: "networkidle" });
+  await page.getByRole("heading", { name: "Create your account" }).waitFor();
+  await page.getByLabel("Name").fill("Bob");
+  await page.getByLabel("Email").fill("bob@example.com");
+  await page.getByLabel("Password", { exact: true }).fill("B0b-pass!x");
+  await page.getByLabel("Confirm password").fill("B0b-pass!x");
+  await page.getByRole("button", { name: "Create account" }).click();
+  await page.getByRole("heading", { name: "Ask" }).waitFor();
+  await page.getByRole("button", { name: "Sign out" }).click();
+});
+
+await step("reset the admin's password through a mailed link", async () => {
+  await page.getByRole("heading", { name: "Sign in" }).waitFor();
+  await page.getByRole("link", { name: "Forgot password?" }).click();
+  await page.getByRole("heading", { name: "Reset your password" }).waitFor();
+  await page.getByLabel("Email").fill("ada@example.com");
+  await page.getByRole("button", { name: "Email me a reset link" }).click();
+  await page.getByRole("status").filter({ hasText: "on its way" }).waitFor();
+  const reset = await mailTo("ada@example.com", "Reset your Tabby password");
+  await page.goto(mailLink(reset), { waitUntil: "networkidle" });
+  await page.getByRole("heading", { name: "Choose a new password" }).waitFor();
+  await shot("reset-password");
+  await page.getByLabel("New password", { exact: true }).fill(newPassword);
+  await page.getByLabel("Confirm new password").fill(newPassword);
+  await page.getByRole("button", { name: "Set password" }).click();
+  await page.getByRole("status").filter({ hasText: "Your password is changed" }).waitFor();
+  await page.getByLabel("Email").fill("ada@example.com");
+  await page.getByLabel("Password").fill(newPassword);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Ask" }).waitFor();
 });
 
 await browser.close();

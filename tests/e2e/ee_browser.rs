@@ -60,17 +60,23 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
     )
     .await;
 
+    // A real SMTP server receives the mails the UI's flows send.
+    let sink = crate::ee_mail::Sink::start(0, None);
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
     let expected = "The discount is applied in";
     let out = tokio::task::spawn_blocking({
         let url = server.url("");
         let shots = shots.clone();
+        let port = sink.port.to_string();
+        let mail_dir = sink.dir().to_path_buf();
         move || {
             Command::new("node")
                 .arg(tests_dir("browser").join("ui-test.mjs"))
                 .arg(&url)
                 .arg(&shots)
                 .arg(expected)
+                .arg(&port)
+                .arg(&mail_dir)
                 .output()
                 .expect("run node")
         }
@@ -103,6 +109,9 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         "repositories",
         "jobs",
         "chat",
+        "mail",
+        "security",
+        "reset-password",
     ] {
         assert!(
             shots.join(format!("{name}.png")).is_file(),
@@ -110,12 +119,12 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         );
     }
 
-    // What the browser did is in the database: a thread with the streamed answer, an
-    // invitation, a group, and a read grant on the repository.
+    // What the browser did is in the database: a thread with the streamed answer, the
+    // invited user registered, a group, a read grant on the repository, the new password.
     let admin = gql_ok(
         &server,
         None,
-        "mutation { tokenAuth(email: \"ada@example.com\", password: \"Adm1n-pass!\") { accessToken } }",
+        "mutation { tokenAuth(email: \"ada@example.com\", password: \"Adm1n-pass!2\") { accessToken } }",
         json!({}),
     )
     .await["tokenAuth"]["accessToken"]
@@ -126,7 +135,8 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         &server,
         Some(&admin),
         "{ myThreads { edges { node { id } } } invitations { edges { node { email } } }
-           userGroups { name } repositoryList { sourceId name } }",
+           users { edges { node { email } } } userGroups { name } repositoryList { sourceId name }
+           securitySetting { allowedRegisterDomainList } }",
         json!({}),
     )
     .await;
@@ -136,8 +146,21 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         "{data}"
     );
     assert_eq!(
-        data["invitations"]["edges"][0]["node"]["email"],
-        "bob@example.com"
+        data["invitations"]["edges"],
+        json!([]),
+        "bob used his: {data}"
+    );
+    assert!(
+        data["users"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["node"]["email"] == "bob@example.com"),
+        "{data}"
+    );
+    assert_eq!(
+        data["securitySetting"]["allowedRegisterDomainList"],
+        json!(["example.org"])
     );
     assert_eq!(data["userGroups"][0]["name"], "secret-team");
     let source = data["repositoryList"][0]["sourceId"].as_str().unwrap();

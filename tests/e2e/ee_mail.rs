@@ -16,15 +16,15 @@ use serde_json::{Value, json};
 use crate::{ee_support::*, support::*};
 
 /// A running `tests/smtp/sink.py`; killed on drop.
-struct Sink {
+pub struct Sink {
     child: Child,
-    port: u16,
+    pub port: u16,
     dir: tempfile::TempDir,
 }
 
 impl Sink {
     /// `port` 0: a free one. `auth`: `user:password` required.
-    fn start(port: u16, auth: Option<&str>) -> Sink {
+    pub fn start(port: u16, auth: Option<&str>) -> Sink {
         let dir = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(venv_python("smtp"));
         cmd.args(["-W", "ignore"])
@@ -50,6 +50,11 @@ impl Sink {
             .parse()
             .unwrap();
         Sink { child, port, dir }
+    }
+
+    /// Where each received mail is written (`NNNN.json`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     fn mails(&self) -> Vec<Value> {
