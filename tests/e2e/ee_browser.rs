@@ -62,6 +62,8 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
 
     // A real SMTP server receives the mails the UI's flows send.
     let sink = crate::ee_mail::Sink::start(0, None);
+    // And a real LDAP directory for the LDAP settings page and sign-in.
+    let directory = crate::ee_ldap::Directory::start();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
     let expected = "The discount is applied in";
     let out = tokio::task::spawn_blocking({
@@ -69,6 +71,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         let shots = shots.clone();
         let port = sink.port.to_string();
         let mail_dir = sink.dir().to_path_buf();
+        let ldap_port = directory.port.to_string();
         move || {
             Command::new("node")
                 .arg(tests_dir("browser").join("ui-test.mjs"))
@@ -77,6 +80,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
                 .arg(expected)
                 .arg(&port)
                 .arg(&mail_dir)
+                .arg(&ldap_port)
                 .output()
                 .expect("run node")
         }
@@ -112,6 +116,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         "mail",
         "security",
         "reset-password",
+        "ldap",
     ] {
         assert!(
             shots.join(format!("{name}.png")).is_file(),

@@ -11,6 +11,7 @@ pub mod email;
 mod error;
 mod id;
 pub mod job;
+pub mod ldap;
 pub mod policy;
 pub mod relay;
 pub mod repository;

@@ -21,6 +21,9 @@ use crate::{
         CreateCustomDocumentInput, CustomDocumentConnection, IngestionStats, JobRunConnection,
         JobService, JobStats, Notification,
     },
+    ldap::{
+        AuthProvider, AuthProviderKind, LdapCredential, LdapService, UpdateLdapCredentialInput,
+    },
     policy::{MembershipChange, check_membership_change},
     relay::{Page, RelayArgs},
     repository::{
@@ -53,6 +56,7 @@ pub trait ServiceLocator: Send + Sync {
     fn thread(&self) -> Arc<dyn ThreadService>;
     fn job(&self) -> Arc<dyn JobService>;
     fn email(&self) -> Arc<dyn EmailService>;
+    fn ldap(&self) -> Arc<dyn LdapService>;
 }
 
 /// Per request (or per WebSocket connection): who is calling, and the services.
@@ -266,6 +270,23 @@ impl Query {
     async fn security_setting(ctx: &Context) -> Result<SecuritySetting> {
         check_admin(ctx).await?;
         ctx.locator.setting().security_setting().await
+    }
+
+    /// The sign-in methods besides the password (no auth: the sign-in page shows them).
+    async fn auth_providers(ctx: &Context) -> Result<Vec<AuthProvider>> {
+        let mut providers = Vec::new();
+        if ctx.locator.ldap().read_credential().await?.is_some() {
+            providers.push(AuthProvider {
+                kind: AuthProviderKind::Ldap,
+            });
+        }
+        Ok(providers)
+    }
+
+    /// The LDAP settings (never the bind password), or null when LDAP is not set up (admin).
+    async fn ldap_credential(ctx: &Context) -> Result<Option<LdapCredential>> {
+        check_admin(ctx).await?;
+        ctx.locator.ldap().read_credential().await
     }
 
     async fn network_setting(ctx: &Context) -> Result<NetworkSetting> {
@@ -722,6 +743,41 @@ impl Mutation {
             .await
     }
 
+    /// Signs in through the LDAP directory; `userId` is what the user filter's `%s` matches.
+    async fn token_auth_ldap(
+        ctx: &Context,
+        user_id: String,
+        password: String,
+    ) -> Result<TokenAuthResponse> {
+        ctx.locator
+            .ldap()
+            .token_auth_ldap(&user_id, &password, ctx.client)
+            .await
+    }
+
+    async fn update_ldap_credential(
+        ctx: &Context,
+        input: UpdateLdapCredentialInput,
+    ) -> Result<bool> {
+        check_admin(ctx).await?;
+        input.validate()?;
+        ctx.locator.ldap().update_credential(&input).await?;
+        Ok(true)
+    }
+
+    async fn test_ldap_connection(ctx: &Context, input: UpdateLdapCredentialInput) -> Result<bool> {
+        check_admin(ctx).await?;
+        input.validate()?;
+        ctx.locator.ldap().test_connection(&input).await?;
+        Ok(true)
+    }
+
+    async fn delete_ldap_credential(ctx: &Context) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator.ldap().delete_credential().await?;
+        Ok(true)
+    }
+
     async fn update_email_setting(ctx: &Context, input: EmailSettingInput) -> Result<bool> {
         check_admin(ctx).await?;
         input.validate()?;
@@ -1081,6 +1137,12 @@ mod tests {
             "SSL_TLS",
             "allowedRegisterDomainList: [String!]!",
             "networkSetting: NetworkSetting!",
+            "authProviders: [AuthProvider!]!",
+            "ldapCredential: LdapCredential",
+            "tokenAuthLdap(userId: String!, password: String!): TokenAuthResponse!",
+            "testLdapConnection(input: UpdateLdapCredentialInput!): Boolean!",
+            "updateLdapCredential(input: UpdateLdapCredentialInput!): Boolean!",
+            "deleteLdapCredential: Boolean!",
             "updateNetworkSetting(input: NetworkSettingInput!): Boolean!",
         ] {
             assert!(sdl.contains(name), "schema lacks `{name}`:\n{sdl}");

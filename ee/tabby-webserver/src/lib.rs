@@ -15,6 +15,7 @@ mod graphiql;
 mod ingestion;
 pub mod job;
 pub mod jwt;
+pub mod ldap;
 pub mod mail;
 pub mod password;
 pub mod ratelimit;
@@ -81,7 +82,11 @@ impl Webserver {
             .with_context(|| format!("cannot open the database {}", options.db_path.display()))?;
         let jwt = Arc::new(jwt::JwtKeys::load(&db).await?);
         let secrets = Arc::new(secret_box::SecretBox::load(&db).await?);
-        let mailer = Arc::new(mail::Mailer::new(db.clone(), secrets, options.email));
+        let mailer = Arc::new(mail::Mailer::new(
+            db.clone(),
+            secrets.clone(),
+            options.email,
+        ));
         let rest_rate_limit = options.rest_rate_limit;
         let directory = Arc::new(Directory::new(
             db.clone(),
@@ -97,13 +102,19 @@ impl Webserver {
             &directory.security().fetch_allowed_hosts,
         )));
         jobs.set_mailer(mailer.clone());
+        let auth = Arc::new(service::auth::AuthServiceImpl::new(
+            db.clone(),
+            jwt,
+            directory.clone(),
+            mailer.clone(),
+        ));
         let services = Arc::new(Services {
-            auth: Arc::new(service::auth::AuthServiceImpl::new(
+            ldap: Arc::new(ldap::LdapServiceImpl::new(
                 db.clone(),
-                jwt,
-                directory.clone(),
-                mailer.clone(),
+                secrets,
+                auth.clone(),
             )),
+            auth,
             user_group: Arc::new(service::user_group::UserGroupServiceImpl::new(
                 db.clone(),
                 directory.clone(),

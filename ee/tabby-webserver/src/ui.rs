@@ -63,7 +63,7 @@ fn is_api(path: &str) -> bool {
 
 /// Page routes of the app (served as `index.html`; the app routes on the client).
 fn is_page(path: &str) -> bool {
-    const PAGES: [&str; 16] = [
+    const PAGES: [&str; 17] = [
         "/",
         "/chat",
         "/threads",
@@ -77,6 +77,7 @@ fn is_page(path: &str) -> bool {
         "/settings/team",
         "/settings/mail",
         "/settings/security",
+        "/settings/ldap",
         "/settings/groups",
         "/settings/repositories",
         "/settings/documents",

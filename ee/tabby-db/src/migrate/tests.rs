@@ -15,6 +15,7 @@ const TABLES: &[&str] = &[
     "ingested_documents",
     "invitations",
     "job_runs",
+    "ldap_credential",
     "notifications",
     "password_reset",
     "read_notifications",
@@ -110,6 +111,23 @@ async fn fill(db: &DbConn) {
     db.enqueue_email("test", "a@example.com", "s", "b", 1)
         .await
         .unwrap();
+    db.update_ldap_credential(&crate::LdapCredentialDAO {
+        host: "ldap.example.com".into(),
+        port: 389,
+        bind_dn: "cn=tabby".into(),
+        bind_password: Some("sealed".into()),
+        base_dn: "dc=example,dc=com".into(),
+        user_filter: "(uid=%s)".into(),
+        encryption: "none".into(),
+        skip_tls_verify: false,
+        email_attribute: "mail".into(),
+        name_attribute: None,
+        created_at: Utc::now(),
+        updated_at: Utc::now(),
+    })
+    .await
+    .unwrap();
+    db.record_external_sign_in(user, "ldap").await.unwrap();
     db.create_repository("tabby", "https://example.com/tabby.git", &["main".into()])
         .await
         .unwrap();

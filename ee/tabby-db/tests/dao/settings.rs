@@ -303,3 +303,52 @@ async fn outbox_claims_retries_and_gives_up() {
         "created just now"
     );
 }
+
+#[tokio::test]
+async fn ldap_credential_and_external_sign_ins() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    assert_eq!(db.read_ldap_credential().await.unwrap(), None);
+    let now = chrono::Utc::now();
+    let mut value = tabby_db::LdapCredentialDAO {
+        host: "ldap.example.com".into(),
+        port: 389,
+        bind_dn: "cn=tabby,dc=example,dc=com".into(),
+        bind_password: Some("sealed-1".into()),
+        base_dn: "dc=example,dc=com".into(),
+        user_filter: "(uid=%s)".into(),
+        encryption: "starttls".into(),
+        skip_tls_verify: false,
+        email_attribute: "mail".into(),
+        name_attribute: Some("cn".into()),
+        created_at: now,
+        updated_at: now,
+    };
+    db.update_ldap_credential(&value).await.unwrap();
+    value.bind_password = None;
+    value.port = 636;
+    db.update_ldap_credential(&value).await.unwrap();
+    let stored = db.read_ldap_credential().await.unwrap().unwrap();
+    assert_eq!(stored.port, 636);
+    assert_eq!(stored.bind_password.as_deref(), Some("sealed-1"), "kept");
+    value.encryption = "ssl".into();
+    assert!(db.update_ldap_credential(&value).await.is_err());
+
+    let admin = db
+        .create_user("admin@example.com", None, true, None)
+        .await
+        .unwrap();
+    let member = db
+        .create_user("member@example.com", None, false, None)
+        .await
+        .unwrap();
+    db.record_external_sign_in(member, "ldap").await.unwrap();
+    assert!(
+        !db.admin_signed_in_with("ldap").await.unwrap(),
+        "a member only"
+    );
+    db.record_external_sign_in(admin, "ldap").await.unwrap();
+    assert!(db.admin_signed_in_with("ldap").await.unwrap());
+    db.update_user_active(admin, false).await.unwrap();
+    assert!(!db.admin_signed_in_with("ldap").await.unwrap(), "inactive");
+    assert!(db.delete_ldap_credential().await.unwrap());
+}

@@ -96,7 +96,8 @@ pub fn user_secured(user: UserDAO) -> UserSecured {
         created_at: user.created_at,
         is_admin: user.is_admin,
         active: user.active,
-        is_sso_user: false,
+        // Accounts made by LDAP sign-in have no password.
+        is_sso_user: user.password_encrypted.is_none(),
         is_password_set: user.password_encrypted.is_some(),
         auth_token: user.auth_token,
     }
@@ -167,7 +168,40 @@ impl AuthServiceImpl {
         }
     }
 
-    async fn issue_tokens(&self, user_id: i64) -> Result<(String, tabby_db::RefreshTokenDAO)> {
+    /// Charges a sign-in attempt for `key` (an e-mail, or `ldap:<user id>`) and the client
+    /// address: before the credential is checked, and refunded on success, so concurrent
+    /// attempts cannot all pass the check before any failure is counted.
+    pub(crate) fn charge_sign_in(&self, key: &str, client: Option<IpAddr>) -> Result<()> {
+        let too_many = || {
+            CoreError::TooManyRequests("Too many failed sign-in attempts; try again later".into())
+        };
+        // The address first: a flood from one address with ever new keys is stopped before
+        // it fills the per-key map.
+        if let Some(ip) = client
+            && !self.per_client.try_acquire(&ip)
+        {
+            return Err(too_many());
+        }
+        if !self.per_email.try_acquire(&key.to_owned()) {
+            if let Some(ip) = client {
+                self.per_client.refund(&ip);
+            }
+            return Err(too_many());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn refund_sign_in(&self, key: &str, client: Option<IpAddr>) {
+        self.per_email.refund(&key.to_owned());
+        if let Some(ip) = client {
+            self.per_client.refund(&ip);
+        }
+    }
+
+    pub(crate) async fn issue_tokens(
+        &self,
+        user_id: i64,
+    ) -> Result<(String, tabby_db::RefreshTokenDAO)> {
         let epoch = self.db.get_session_epoch(user_id).await?;
         let (access, _) = self.jwt.issue(user_id, epoch)?;
         let refresh = self.db.create_refresh_token(user_id).await?;
@@ -182,7 +216,7 @@ impl AuthServiceImpl {
     }
 
     /// Refuses a new active account once `[security] max_users` accounts are active.
-    async fn check_seat(&self) -> Result<()> {
+    pub(crate) async fn check_seat(&self) -> Result<()> {
         if let Some(max) = self.directory.security().max_users
             && self.db.count_active_users().await? >= max as usize
         {
@@ -251,7 +285,8 @@ impl AuthServiceImpl {
         let Some(user) = self.db.get_user_by_email(email).await? else {
             return Ok(());
         };
-        if !user.active {
+        // Accounts without a password (made by LDAP sign-in) sign in through the directory.
+        if !user.active || user.password_encrypted.is_none() {
             return Ok(());
         }
         let reset = self.db.create_password_reset(user.id).await?;
@@ -264,6 +299,14 @@ impl AuthServiceImpl {
             .enqueue(templates::PASSWORD_RESET, &user.email, text)
             .await?;
         Ok(())
+    }
+
+    pub(crate) fn db(&self) -> &DbConn {
+        &self.db
+    }
+
+    pub(crate) fn invalidate_directory(&self) {
+        self.directory.invalidate();
     }
 
     async fn password_login_disabled(&self) -> Result<bool> {
@@ -395,30 +438,8 @@ impl AuthenticationService for AuthServiceImpl {
             ));
         }
         let email_key = email.trim().to_lowercase();
-        // Charged before the password is checked (and refunded on success), so concurrent
-        // attempts cannot all pass the check before any failure is counted.
-        let too_many = || {
-            CoreError::TooManyRequests("Too many failed sign-in attempts; try again later".into())
-        };
-        // The address first: a flood from one address with ever new e-mails is stopped
-        // before it fills the per-e-mail map.
-        if let Some(ip) = client
-            && !self.per_client.try_acquire(&ip)
-        {
-            return Err(too_many());
-        }
-        if !self.per_email.try_acquire(&email_key) {
-            if let Some(ip) = client {
-                self.per_client.refund(&ip);
-            }
-            return Err(too_many());
-        }
-        let refund = || {
-            self.per_email.refund(&email_key);
-            if let Some(ip) = client {
-                self.per_client.refund(&ip);
-            }
-        };
+        self.charge_sign_in(&email_key, client)?;
+        let refund = || self.refund_sign_in(&email_key, client);
         let user = self.db.get_user_by_email(email.trim()).await?;
         let hash = match user.as_ref().and_then(|u| u.password_encrypted.clone()) {
             Some(hash) => hash,

@@ -16,6 +16,7 @@ use tabby_schema::{
     ServiceLocator,
     auth::AuthenticationService,
     email::EmailService,
+    ldap::LdapService,
     repository::RepositoryService,
     setting::SettingService,
     thread::ThreadService,
@@ -30,6 +31,7 @@ pub struct Services {
     pub usage: Arc<usage::UsageServiceImpl>,
     pub setting: Arc<setting::SettingServiceImpl>,
     pub mailer: Arc<crate::mail::Mailer>,
+    pub ldap: Arc<crate::ldap::LdapServiceImpl>,
     pub thread: Arc<thread::ThreadServiceImpl>,
     pub job: Arc<crate::job::JobService>,
     pub ingestion: ingestion::IngestionService,
@@ -62,5 +64,8 @@ impl ServiceLocator for Services {
     }
     fn email(&self) -> Arc<dyn EmailService> {
         self.mailer.clone()
+    }
+    fn ldap(&self) -> Arc<dyn LdapService> {
+        self.ldap.clone()
     }
 }

@@ -22,11 +22,11 @@ pub struct SettingServiceImpl {
 }
 
 impl SettingServiceImpl {
-    /// Whether an admin can sign in without a password. Password sign-in is the only method
-    /// this version has (OAuth and LDAP are not built yet), so never: turning password sign-in
-    /// off would lock everyone out.
+    /// Whether an admin can sign in without a password: LDAP is set up and an active admin
+    /// has signed in through it (OAuth is not built yet).
     async fn admin_has_other_sign_in(&self) -> Result<bool> {
-        Ok(false)
+        Ok(self.db.read_ldap_credential().await?.is_some()
+            && self.db.admin_signed_in_with(crate::ldap::METHOD).await?)
     }
 }
 
@@ -62,8 +62,8 @@ impl SettingService for SettingServiceImpl {
         if input.disable_password_login && !self.admin_has_other_sign_in().await? {
             return Err(CoreError::invalid(
                 "disablePasswordLogin",
-                "Password sign-in can only be turned off once another sign-in method \
-                 (OAuth or LDAP) works for an admin; this server has none yet",
+                "Password sign-in can only be turned off once another sign-in method works \
+                 for an admin: set up LDAP and sign in through it as an admin first",
             ));
         }
         let list = domains.join(",");

@@ -1,0 +1,3 @@
+ALTER TABLE users DROP COLUMN external_sign_in_at;
+ALTER TABLE users DROP COLUMN external_sign_in_method;
+DROP TABLE ldap_credential;
