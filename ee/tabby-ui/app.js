@@ -125,6 +125,7 @@ const ADMIN_PAGES = [
   ["/settings/mail", "Mail"],
   ["/settings/security", "Security"],
   ["/settings/ldap", "LDAP"],
+  ["/settings/oauth", "OAuth"],
   ["/jobs", "Jobs"],
   ["/usage", "Usage"],
 ];
@@ -208,6 +209,7 @@ async function render() {
     [/^\/settings\/mail$/, () => mailPage(), true],
     [/^\/settings\/security$/, () => securityPage(), true],
     [/^\/settings\/ldap$/, () => ldapPage(), true],
+    [/^\/settings\/oauth$/, () => oauthPage(), true],
     [/^\/jobs$/, () => jobsPage(), true],
   ];
   for (const [pattern, page, adminOnly] of routes) {
@@ -230,8 +232,32 @@ async function render() {
 
 // ---- sign in / sign up ----
 
+const OAUTH_NAMES = { OAUTH_GITHUB: ["github", "GitHub"], OAUTH_GOOGLE: ["google", "Google"], OAUTH_GITLAB: ["gitlab", "GitLab"], OAUTH_OIDC: ["oidc", "single sign-on"] };
+
 async function signInPage() {
+  // Back from an OAuth provider: the server put a refresh token (or an error) in the
+  // fragment; redeem it at once and drop it from the address bar and history.
+  const back = new URLSearchParams(location.hash.slice(1));
+  if (back.has("refresh_token") || back.has("error")) {
+    history.replaceState(null, "", "/auth/signin");
+    if (back.has("error")) {
+      setTimeout(() => showError({ message: back.get("error") }));
+    } else {
+      try {
+        const data = await gql(`mutation($r: String!) { refreshToken(refreshToken: $r) { accessToken refreshToken } }`, { r: back.get("refresh_token") });
+        session.set(data.refreshToken.accessToken, data.refreshToken.refreshToken);
+        me = null;
+        return navigate("/", { replace: true });
+      } catch (e) {
+        setTimeout(() => showError(e));
+      }
+    }
+  }
   const providers = (await gql(`{ authProviders { kind } }`).catch(() => ({ authProviders: [] }))).authProviders;
+  const oauth = providers.filter((p) => OAUTH_NAMES[p.kind]).map((p) => {
+    const [name, label] = OAUTH_NAMES[p.kind];
+    return h("a.button", { href: `/oauth/signin?provider=${name}` }, `Sign in with ${label}`);
+  });
   const signedIn = (tokens) => {
     session.set(tokens.accessToken, tokens.refreshToken);
     me = null;
@@ -270,7 +296,7 @@ async function signInPage() {
       ? ["New here? ", link("/auth/signup", "Sign up"), " with your work e-mail, or ask an admin for an invitation."]
       : "New here? Ask an admin for an invitation link."),
   );
-  setMain(form, ldap);
+  setMain(form, oauth.length ? h("section.card", h("h2", "Or"), oauth) : null, ldap);
   form.querySelector("input").focus();
 }
 
@@ -916,6 +942,42 @@ async function ldapPage() {
     }) }, "Remove LDAP")] : null,
   );
   setMain(h("h1", "LDAP"), h("p.muted", "Directory users sign in with their LDAP user ID and password; their account is made on first sign-in from the entry's e-mail."), form);
+}
+
+const OAUTH_PROVIDERS = [
+  ["GITHUB", "GitHub", "Base URL of GitHub Enterprise Server (empty: github.com)"],
+  ["GOOGLE", "Google", null],
+  ["GITLAB", "GitLab", "Base URL of a self-hosted GitLab (empty: gitlab.com)"],
+  ["OIDC", "OpenID Connect", "Issuer URL (its discovery document is at /.well-known/openid-configuration)"],
+];
+
+async function oauthPage() {
+  const query = OAUTH_PROVIDERS.map(([p]) => `${p}: oauthCredential(provider: ${p}) { clientId configUrl } ${p}_url: oauthCallbackUrl(provider: ${p})`).join(" ");
+  const data = await gql(`{ ${query} }`);
+  setMain(h("h1", "OAuth"), h("p.muted", "Users sign in with an account of these providers; the provider's verified e-mail must belong to an account here, be invited, or be of a self sign-up domain."),
+    OAUTH_PROVIDERS.map(([provider, label, urlHelp]) => {
+      const current = data[provider];
+      const form = h("form.card", { "data-provider": provider, onsubmit: action(async () => {
+        const v = formValues(form);
+        await gql(`mutation($i: UpdateOAuthCredentialInput!) { updateOauthCredential(input: $i) }`, { i: {
+          provider, clientId: v.clientId, clientSecret: v.clientSecret === "" ? null : v.clientSecret, configUrl: v.configUrl || null,
+        } });
+        await oauthPage();
+        showNotice(`${label} sign-in saved.`);
+      }) },
+        h("h2", label),
+        h("p.small", "Callback URL to register with the provider: ", h("code", data[`${provider}_url`])),
+        field(`${label} client ID`, h("input", { name: "clientId", required: true, value: current?.clientId ?? "" })),
+        field(`${label} client secret`, h("input", { name: "clientSecret", type: "password", autocomplete: "new-password", placeholder: current ? "unchanged (stored encrypted)" : "" })),
+        urlHelp ? field(`${label} URL`, h("input", { name: "configUrl", type: "url", value: current?.configUrl ?? "", placeholder: urlHelp })) : null,
+        h("button.primary", { type: "submit" }, `Save ${label}`),
+        current ? [" ", h("button.link.danger", { type: "button", onclick: action(async () => {
+          await gql(`mutation($p: OAuthProvider!) { deleteOauthCredential(provider: $p) }`, { p: provider });
+          await oauthPage();
+          showNotice(`${label} sign-in removed.`);
+        }) }, `Remove ${label}`)] : null);
+      return form;
+    }));
 }
 
 // ---- admin: groups ----

@@ -1,21 +1,22 @@
 // Drives the tabby-rs web UI in Debian's headless Chromium (playwright-core):
-//   node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port>
+//   node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port> <idp url>
 // Registers the admin, sets up mail (the SMTP server on <smtp port> writes what it receives
 // to <mail dir>, see tests/smtp/sink.py) and sends a test mail, asks a question about the
 // indexed repository (streamed answer and a code attachment), reloads into the thread,
 // invites a user, creates a group and restricts a repository, visits the other pages, edits
 // the security setting, registers the invited user from the mailed link, and resets the
 // admin's password through a mailed link, sets up LDAP (slapd on <ldap port>, seeded by the
-// Rust test) and signs in as a directory user. Requests that leave the server are blocked and
+// Rust test) and signs in as a directory user, sets up OpenID Connect (the Rust test's issuer
+// at <idp url>, the only other origin the page may reach) and signs in through it. Requests that leave the server are blocked and
 // counted. Prints one JSON line: {pageWeightBytes, firstLoadRequests, blockedRequests,
 // screenshots, steps}. Exits 1 with the failing step on stderr.
 import { chromium } from "playwright-core";
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [base, shots, expectedAnswer, smtpPort, mailDir, ldapPort] = process.argv.slice(2);
-if (!base || !shots || !expectedAnswer || !smtpPort || !mailDir || !ldapPort) {
-  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port>");
+const [base, shots, expectedAnswer, smtpPort, mailDir, ldapPort, idpUrl] = process.argv.slice(2);
+if (!base || !shots || !expectedAnswer || !smtpPort || !mailDir || !ldapPort || !idpUrl) {
+  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port> <idp url>");
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -42,6 +43,8 @@ const context = await browser.newContext({ viewport: { width: 1280, height: 860 
 await context.route("**/*", (route) => {
   const url = route.request().url();
   if (url.startsWith(origin) || url.startsWith(origin.replace(/^http/, "ws"))) return route.continue();
+  // The sign-in provider, reached only by the OpenID Connect step's redirects.
+  if (url.startsWith(new URL(idpUrl).origin)) return route.continue();
   blocked += 1;
   return route.abort();
 });
@@ -252,6 +255,19 @@ await step("set up LDAP", async () => {
   await shot("ldap");
 });
 
+await step("set up OpenID Connect", async () => {
+  await page.getByRole("link", { name: "OAuth", exact: true }).click();
+  await page.getByRole("heading", { name: "OAuth", exact: true }).waitFor();
+  const form = page.locator('[data-provider="OIDC"]');
+  await form.locator("code").filter({ hasText: "/oauth/callback/oidc" }).waitFor();
+  await form.getByLabel("OpenID Connect client ID").fill("tabby-client");
+  await form.getByLabel("OpenID Connect client secret").fill("oauth-Client-secret-not-in-the-db");
+  await form.getByLabel("OpenID Connect URL").fill(idpUrl);
+  await form.getByRole("button", { name: "Save OpenID Connect" }).click();
+  await page.getByRole("status").filter({ hasText: "OpenID Connect sign-in saved" }).waitFor();
+  await shot("oauth");
+});
+
 await step("editor chat page", async () => {
   await page.goto(`${origin}/chat?client=vscode`, { waitUntil: "networkidle" });
   await page.getByRole("heading", { name: "Chat" }).waitFor();
@@ -315,6 +331,15 @@ await step("a directory user signs in with LDAP", async () => {
   await page.getByRole("heading", { name: "Ask" }).waitFor();
   await page.getByRole("link", { name: "Profile" }).click();
   await page.getByText("alice@example.org").first().waitFor();
+});
+
+await step("sign in through the OpenID Connect provider", async () => {
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("link", { name: "Sign in with single sign-on" }).click();
+  await page.getByRole("heading", { name: "Ask" }).waitFor();
+  if (new URL(page.url()).hash) throw new Error(`the token stayed in the address bar: ${page.url()}`);
+  await page.getByRole("link", { name: "Team" }).click();
+  await page.getByRole("heading", { name: "Team" }).waitFor();
 });
 
 await browser.close();

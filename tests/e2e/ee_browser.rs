@@ -64,6 +64,8 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
     let sink = crate::ee_mail::Sink::start(0, None);
     // And a real LDAP directory for the LDAP settings page and sign-in.
     let directory = crate::ee_ldap::Directory::start();
+    // And an OpenID Connect provider whose user is the admin.
+    let idp = crate::ee_oauth::Idp::start("ada@example.com").await;
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
     let expected = "The discount is applied in";
     let out = tokio::task::spawn_blocking({
@@ -72,6 +74,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         let port = sink.port.to_string();
         let mail_dir = sink.dir().to_path_buf();
         let ldap_port = directory.port.to_string();
+        let idp_url = idp.url.clone();
         move || {
             Command::new("node")
                 .arg(tests_dir("browser").join("ui-test.mjs"))
@@ -81,6 +84,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
                 .arg(&port)
                 .arg(&mail_dir)
                 .arg(&ldap_port)
+                .arg(&idp_url)
                 .output()
                 .expect("run node")
         }
@@ -117,6 +121,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         "security",
         "reset-password",
         "ldap",
+        "oauth",
     ] {
         assert!(
             shots.join(format!("{name}.png")).is_file(),

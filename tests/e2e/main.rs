@@ -16,6 +16,7 @@ mod ee_graphql_ws_client;
 mod ee_jobs;
 mod ee_ldap;
 mod ee_mail;
+mod ee_oauth;
 mod ee_policy;
 mod ee_security;
 mod ee_subscriptions;

@@ -35,11 +35,26 @@ impl LdapEncryption {
     }
 }
 
-/// A sign-in method besides the password, for the sign-in page (upstream's `authProviders`;
-/// OAuth kinds come with OAuth sign-in).
+/// A sign-in method besides the password, for the sign-in page (upstream's `authProviders`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, GraphQLEnum)]
 pub enum AuthProviderKind {
+    OauthGithub,
+    OauthGoogle,
+    OauthGitlab,
+    OauthOidc,
     Ldap,
+}
+
+impl From<crate::oauth::OAuthProvider> for AuthProviderKind {
+    fn from(provider: crate::oauth::OAuthProvider) -> Self {
+        use crate::oauth::OAuthProvider;
+        match provider {
+            OAuthProvider::Github => AuthProviderKind::OauthGithub,
+            OAuthProvider::Google => AuthProviderKind::OauthGoogle,
+            OAuthProvider::Gitlab => AuthProviderKind::OauthGitlab,
+            OAuthProvider::Oidc => AuthProviderKind::OauthOidc,
+        }
+    }
 }
 
 #[derive(Clone, Debug, GraphQLObject)]

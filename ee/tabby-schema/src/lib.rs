@@ -12,6 +12,7 @@ mod error;
 mod id;
 pub mod job;
 pub mod ldap;
+pub mod oauth;
 pub mod policy;
 pub mod relay;
 pub mod repository;

@@ -24,6 +24,7 @@ use crate::{
     ldap::{
         AuthProvider, AuthProviderKind, LdapCredential, LdapService, UpdateLdapCredentialInput,
     },
+    oauth::{OAuthCredential, OAuthProvider, OAuthService, UpdateOAuthCredentialInput},
     policy::{MembershipChange, check_membership_change},
     relay::{Page, RelayArgs},
     repository::{
@@ -57,6 +58,7 @@ pub trait ServiceLocator: Send + Sync {
     fn job(&self) -> Arc<dyn JobService>;
     fn email(&self) -> Arc<dyn EmailService>;
     fn ldap(&self) -> Arc<dyn LdapService>;
+    fn oauth(&self) -> Arc<dyn OAuthService>;
 }
 
 /// Per request (or per WebSocket connection): who is calling, and the services.
@@ -274,13 +276,35 @@ impl Query {
 
     /// The sign-in methods besides the password (no auth: the sign-in page shows them).
     async fn auth_providers(ctx: &Context) -> Result<Vec<AuthProvider>> {
-        let mut providers = Vec::new();
+        let mut providers: Vec<AuthProvider> = ctx
+            .locator
+            .oauth()
+            .providers()
+            .await?
+            .into_iter()
+            .map(|p| AuthProvider { kind: p.into() })
+            .collect();
         if ctx.locator.ldap().read_credential().await?.is_some() {
             providers.push(AuthProvider {
                 kind: AuthProviderKind::Ldap,
             });
         }
         Ok(providers)
+    }
+
+    /// A provider's OAuth settings (never the client secret), or null (admin).
+    async fn oauth_credential(
+        ctx: &Context,
+        provider: OAuthProvider,
+    ) -> Result<Option<OAuthCredential>> {
+        check_admin(ctx).await?;
+        ctx.locator.oauth().read_credential(provider).await
+    }
+
+    /// The redirect URI to register with the provider (admin).
+    async fn oauth_callback_url(ctx: &Context, provider: OAuthProvider) -> Result<String> {
+        check_admin(ctx).await?;
+        ctx.locator.oauth().callback_url(provider).await
     }
 
     /// The LDAP settings (never the bind password), or null when LDAP is not set up (admin).
@@ -755,6 +779,25 @@ impl Mutation {
             .await
     }
 
+    async fn update_oauth_credential(
+        ctx: &Context,
+        input: UpdateOAuthCredentialInput,
+    ) -> Result<bool> {
+        check_admin(ctx).await?;
+        let url = input.validate()?;
+        ctx.locator
+            .oauth()
+            .update_credential(&input, url.as_deref())
+            .await?;
+        Ok(true)
+    }
+
+    async fn delete_oauth_credential(ctx: &Context, provider: OAuthProvider) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator.oauth().delete_credential(provider).await?;
+        Ok(true)
+    }
+
     async fn update_ldap_credential(
         ctx: &Context,
         input: UpdateLdapCredentialInput,
@@ -1143,6 +1186,11 @@ mod tests {
             "testLdapConnection(input: UpdateLdapCredentialInput!): Boolean!",
             "updateLdapCredential(input: UpdateLdapCredentialInput!): Boolean!",
             "deleteLdapCredential: Boolean!",
+            "oauthCredential(provider: OAuthProvider!): OAuthCredential",
+            "oauthCallbackUrl(provider: OAuthProvider!): String!",
+            "updateOauthCredential(input: UpdateOAuthCredentialInput!): Boolean!",
+            "deleteOauthCredential(provider: OAuthProvider!): Boolean!",
+            "OAUTH_GITHUB",
             "updateNetworkSetting(input: NetworkSettingInput!): Boolean!",
         ] {
             assert!(sdl.contains(name), "schema lacks `{name}`:\n{sdl}");

@@ -17,6 +17,7 @@ pub mod job;
 pub mod jwt;
 pub mod ldap;
 pub mod mail;
+pub mod oauth;
 pub mod password;
 pub mod ratelimit;
 mod routes;
@@ -111,6 +112,11 @@ impl Webserver {
         let services = Arc::new(Services {
             ldap: Arc::new(ldap::LdapServiceImpl::new(
                 db.clone(),
+                secrets.clone(),
+                auth.clone(),
+            )),
+            oauth: Arc::new(oauth::OAuthServiceImpl::new(
+                db.clone(),
                 secrets,
                 auth.clone(),
             )),
@@ -191,6 +197,9 @@ impl Webserver {
             .route("/graphiql/assets/{name}", get(graphiql::asset))
             .route("/subscriptions", get(routes::subscriptions))
             .route("/background-jobs/{id}/logs", get(routes::job_logs))
+            .route("/oauth/providers", get(oauth::routes::providers))
+            .route("/oauth/signin", get(oauth::routes::signin))
+            .route("/oauth/callback/{provider}", get(oauth::routes::callback))
             .merge(
                 Router::new()
                     .route("/v1beta/ingestion", axum::routing::post(ingestion::ingest))

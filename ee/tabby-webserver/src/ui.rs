@@ -55,6 +55,7 @@ fn is_api(path: &str) -> bool {
         "/api-docs",
         "/metrics",
         "/background-jobs",
+        "/oauth",
     ]
     .iter()
     .any(|prefix| path == *prefix || path.starts_with(&format!("{prefix}/")))
@@ -63,7 +64,7 @@ fn is_api(path: &str) -> bool {
 
 /// Page routes of the app (served as `index.html`; the app routes on the client).
 fn is_page(path: &str) -> bool {
-    const PAGES: [&str; 17] = [
+    const PAGES: [&str; 18] = [
         "/",
         "/chat",
         "/threads",
@@ -78,6 +79,7 @@ fn is_page(path: &str) -> bool {
         "/settings/mail",
         "/settings/security",
         "/settings/ldap",
+        "/settings/oauth",
         "/settings/groups",
         "/settings/repositories",
         "/settings/documents",

@@ -17,6 +17,7 @@ const TABLES: &[&str] = &[
     "job_runs",
     "ldap_credential",
     "notifications",
+    "oauth_credential",
     "password_reset",
     "read_notifications",
     "refresh_tokens",
@@ -128,6 +129,14 @@ async fn fill(db: &DbConn) {
     .await
     .unwrap();
     db.record_external_sign_in(user, "ldap").await.unwrap();
+    db.update_oauth_credential(
+        "oidc",
+        "client",
+        Some("sealed"),
+        Some("https://idp.example"),
+    )
+    .await
+    .unwrap();
     db.create_repository("tabby", "https://example.com/tabby.git", &["main".into()])
         .await
         .unwrap();

@@ -352,3 +352,35 @@ async fn ldap_credential_and_external_sign_ins() {
     assert!(!db.admin_signed_in_with("ldap").await.unwrap(), "inactive");
     assert!(db.delete_ldap_credential().await.unwrap());
 }
+
+#[tokio::test]
+async fn oauth_credentials_per_provider() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    assert!(db.list_oauth_providers().await.unwrap().is_empty());
+    db.update_oauth_credential(
+        "oidc",
+        "id-1",
+        Some("sealed-1"),
+        Some("https://idp.example"),
+    )
+    .await
+    .unwrap();
+    db.update_oauth_credential("github", "gh", Some("sealed-gh"), None)
+        .await
+        .unwrap();
+    db.update_oauth_credential("oidc", "id-2", None, Some("https://idp2.example"))
+        .await
+        .unwrap();
+    let oidc = db.read_oauth_credential("oidc").await.unwrap().unwrap();
+    assert_eq!(oidc.client_id, "id-2");
+    assert_eq!(oidc.client_secret, "sealed-1", "kept");
+    assert_eq!(oidc.config_url.as_deref(), Some("https://idp2.example"));
+    assert_eq!(db.list_oauth_providers().await.unwrap(), ["github", "oidc"]);
+    assert!(
+        db.update_oauth_credential("myspace", "x", Some("y"), None)
+            .await
+            .is_err()
+    );
+    assert!(db.delete_oauth_credential("oidc").await.unwrap());
+    assert!(!db.delete_oauth_credential("oidc").await.unwrap());
+}

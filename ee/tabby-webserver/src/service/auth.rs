@@ -318,7 +318,7 @@ impl AuthServiceImpl {
     }
 
     /// Whether the e-mail's domain is one of the self-signup domains of the security setting.
-    async fn may_self_signup(&self, email: &str) -> Result<bool> {
+    pub(crate) async fn may_self_signup(&self, email: &str) -> Result<bool> {
         let setting = self.db.read_server_setting().await?;
         let domain = email.rsplit_once('@').map(|(_, d)| d.to_lowercase());
         Ok(domain.is_some_and(|domain| {

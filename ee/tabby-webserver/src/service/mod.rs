@@ -17,6 +17,7 @@ use tabby_schema::{
     auth::AuthenticationService,
     email::EmailService,
     ldap::LdapService,
+    oauth::OAuthService,
     repository::RepositoryService,
     setting::SettingService,
     thread::ThreadService,
@@ -32,6 +33,7 @@ pub struct Services {
     pub setting: Arc<setting::SettingServiceImpl>,
     pub mailer: Arc<crate::mail::Mailer>,
     pub ldap: Arc<crate::ldap::LdapServiceImpl>,
+    pub oauth: Arc<crate::oauth::OAuthServiceImpl>,
     pub thread: Arc<thread::ThreadServiceImpl>,
     pub job: Arc<crate::job::JobService>,
     pub ingestion: ingestion::IngestionService,
@@ -67,5 +69,8 @@ impl ServiceLocator for Services {
     }
     fn ldap(&self) -> Arc<dyn LdapService> {
         self.ldap.clone()
+    }
+    fn oauth(&self) -> Arc<dyn OAuthService> {
+        self.oauth.clone()
     }
 }

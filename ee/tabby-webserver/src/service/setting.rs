@@ -22,11 +22,24 @@ pub struct SettingServiceImpl {
 }
 
 impl SettingServiceImpl {
-    /// Whether an admin can sign in without a password: LDAP is set up and an active admin
-    /// has signed in through it (OAuth is not built yet).
+    /// Whether an admin can sign in without a password: LDAP or an OAuth provider is set up
+    /// and an active admin has signed in through it.
     async fn admin_has_other_sign_in(&self) -> Result<bool> {
-        Ok(self.db.read_ldap_credential().await?.is_some()
-            && self.db.admin_signed_in_with(crate::ldap::METHOD).await?)
+        if self.db.read_ldap_credential().await?.is_some()
+            && self.db.admin_signed_in_with(crate::ldap::METHOD).await?
+        {
+            return Ok(true);
+        }
+        for provider in self.db.list_oauth_providers().await? {
+            if self
+                .db
+                .admin_signed_in_with(&format!("oauth:{provider}"))
+                .await?
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 }
 
@@ -63,7 +76,8 @@ impl SettingService for SettingServiceImpl {
             return Err(CoreError::invalid(
                 "disablePasswordLogin",
                 "Password sign-in can only be turned off once another sign-in method works \
-                 for an admin: set up LDAP and sign in through it as an admin first",
+                 for an admin: set up LDAP or an OAuth provider and sign in through it as an \
+                 admin first",
             ));
         }
         let list = domains.join(",");
