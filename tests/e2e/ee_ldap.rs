@@ -447,6 +447,17 @@ async fn ldap_sign_in_against_slapd() {
         body["data"]["tokenAuthLdap"]["accessToken"].is_string(),
         "{body}"
     );
+    // An invitation cannot be used to make a password account either.
+    let code = create_invitation(&server, &owner, "carol@example.org").await;
+    let body = graphql(
+        &server.url("/graphql"),
+        None,
+        "mutation($c: String!, $p: String!) { register(email: \"carol@example.org\",
+            password1: $p, password2: $p, invitationCode: $c, name: \"Carol\") { accessToken } }",
+        json!({"c": code, "p": PASSWORD}),
+    )
+    .await;
+    assert!(error_message(&body).contains("turned off"), "{body}");
     // Removing LDAP now would lock everyone out.
     let err = gql_err(
         &server,

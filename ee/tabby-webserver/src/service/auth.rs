@@ -386,6 +386,13 @@ impl AuthenticationService for AuthServiceImpl {
                         ),
                     ));
                 }
+                if self.password_login_disabled().await? {
+                    return Err(CoreError::Rejected(
+                        "Password sign-in is turned off on this server: create your account by \
+                         signing in with single sign-on or LDAP"
+                            .into(),
+                    ));
+                }
                 self.check_seat().await?;
                 Some(invitation.id)
             }
