@@ -1,5 +1,5 @@
 // The tabby-rs web UI: a small single-page app over /graphql and /subscriptions.
-import { gql, session, subscribe, describe } from "./gql.js";
+import { gql, session, subscribe, describe, refreshNow } from "./gql.js";
 import { renderMarkdown, escapeHtml, safeUrl } from "./markdown.js";
 
 // ---- DOM helpers ----
@@ -142,6 +142,7 @@ function nav() {
       "ul",
       item("/", "Ask"),
       item("/threads", "Threads"),
+      item("/browse", "Code"),
       me?.isAdmin ? ADMIN_PAGES.map(([p, t]) => item(p, t)) : item("/usage", "Usage"),
       item("/profile", "Profile"),
     ),
@@ -199,6 +200,7 @@ async function render() {
     [/^\/$/, () => askPage()],
     [/^\/chat$/, () => askPage({ embedded: true })],
     [/^\/threads$/, () => threadsPage()],
+    [/^\/browse$/, () => browsePage(params)],
     [/^\/threads\/([^/]+)$/, (m) => threadPage(m[1])],
     [/^\/profile$/, () => profilePage()],
     [/^\/usage$/, () => usagePage()],
@@ -635,6 +637,10 @@ async function askPage({ embedded = false } = {}) {
   };
   const box = askBox(ask);
   currentAsk = ask;
+  // "Ask about this file" from the code browser: the repository picked, the question ready.
+  const wanted = new URLSearchParams(location.search);
+  if (wanted.get("source")) pickers.element.querySelector('select[name="repository"]').value = wanted.get("source");
+  if (wanted.get("q")) box.form.querySelector("textarea").value = wanted.get("q");
   setMain(
     h(
       "div.ask-layout",
@@ -702,6 +708,81 @@ async function threadPage(id) {
         showNotice("Kept: this thread will not be removed after 7 idle days.");
       }) }, "Keep this thread"))),
   );
+}
+
+// ---- code browser ----
+
+/// A REST GET with the session's token (refreshed once on a 401).
+async function authedFetch(url) {
+  let response = await fetch(url, { headers: { authorization: `Bearer ${session.access}` } });
+  if (response.status === 401 && (await refreshNow().catch(() => false))) {
+    response = await fetch(url, { headers: { authorization: `Bearer ${session.access}` } });
+  }
+  return response;
+}
+
+const REPO_KIND_PATH = { GIT: "git", GIT_CONFIG: "gitconfig" };
+
+async function browsePage(params) {
+  const repos = (await gql(`{ repositoryList { id kind name sourceId refs { name } } }`)).repositoryList
+    .filter((r) => REPO_KIND_PATH[r.kind]);
+  if (!repos.length) {
+    setMain(h("h1", "Code"), h("p.muted", "No repository you may read has been added yet."));
+    return;
+  }
+  const repo = repos.find((r) => r.id === params.get("id") && r.kind === params.get("kind")) ?? repos[0];
+  const rev = params.get("rev") || repo.refs[0]?.name || "";
+  const path = params.get("path") ?? "";
+  const line = Number(params.get("line")) || null;
+  const here = (changes) => {
+    const q = new URLSearchParams({ kind: repo.kind, id: repo.id, rev, path, ...changes });
+    if (!q.get("line")) q.delete("line");
+    return `/browse?${q}`;
+  };
+  const base = `/repositories/${REPO_KIND_PATH[repo.kind]}/${encodeURIComponent(repo.id)}/${rev ? `rev/${encodeURIComponent(rev)}` : "resolve"}/`;
+  const picker = h("select", { "aria-label": "Repository", onchange: (e) => {
+    const r = repos[Number(e.target.value)];
+    navigate(`/browse?kind=${r.kind}&id=${encodeURIComponent(r.id)}`);
+  } }, repos.map((r, i) => h("option", { value: i, selected: r === repo }, r.name)));
+  const grep = h("form.inline", { onsubmit: action(async () => {
+    const { query } = formValues(grep);
+    const data = await gql(`query($k: RepositoryKind!, $id: ID!, $rev: String, $q: String!) {
+      repositoryGrep(kind: $k, id: $id, rev: $rev, query: $q) { elapsedMs truncated files { path lines { lineNumber text } } } }`,
+      { k: repo.kind, id: repo.id, rev: rev || null, q: query });
+    const out = data.repositoryGrep;
+    results.replaceChildren(
+      h("p.muted", `${out.files.length} files in ${out.elapsedMs} ms${out.truncated ? ` (stopped: ${out.truncated})` : ""}`),
+      ...out.files.map((f) => h("div.grep-file", h("h3", link(here({ path: f.path }), f.path)),
+        f.lines.map((l) => h("div.grep-line", link(here({ path: f.path, line: String(l.lineNumber) }), String(l.lineNumber)), " ", h("code", l.text))))),
+    );
+  }) }, field("Search this repository (regex; f: path, lang: language, - negates)", h("input", { name: "query", required: true })), h("button", { type: "submit" }, "Search"));
+  const results = h("section.grep-results", { "aria-label": "Search results" });
+  const crumbs = [link(here({ path: "" }), repo.name)];
+  let acc = "";
+  for (const part of path.split("/").filter(Boolean)) {
+    acc = acc ? `${acc}/${part}` : part;
+    crumbs.push(" / ", link(here({ path: acc }), part));
+  }
+  const view = h("section.card.file-view");
+  const response = await authedFetch(base + path.split("/").map(encodeURIComponent).join("/"));
+  if (!response.ok) {
+    view.append(h("p.error", (await response.json().catch(() => ({}))).error ?? `Cannot open ${path || "the repository"} (${response.status})`));
+  } else if ((response.headers.get("content-type") ?? "").startsWith("application/vnd.directory+json")) {
+    const { entries } = await response.json();
+    view.append(h("ul.tree", entries.map((e) => h("li", { "data-kind": e.kind },
+      link(here({ path: e.basename }), `${e.basename.split("/").pop()}${e.kind === "dir" ? "/" : ""}`)))));
+  } else if ((response.headers.get("content-type") ?? "").startsWith("text/plain")) {
+    const text = await response.text();
+    const question = `Explain ${path} in ${repo.name}: what it does and how it is used.`;
+    view.append(
+      h("p", h("a", { href: `/?source=${encodeURIComponent(repo.sourceId)}&q=${encodeURIComponent(question)}`, "data-link": true }, "Ask about this file")),
+      h("pre.code-lines", text.split("\n").map((l, i) => h("div", { id: `L${i + 1}`, class: i + 1 === line ? "hit" : null }, h("span.ln", String(i + 1)), l))),
+    );
+  } else {
+    view.append(h("p.muted", "A binary file."));
+  }
+  setMain(h("h1", "Code"), h("div.pickers", field("Repository", picker), rev ? h("span.muted", `at ${rev}`) : null), grep, results, h("nav.crumbs", { "aria-label": "Path" }, crumbs), view);
+  if (line) document.getElementById(`L${line}`)?.scrollIntoView({ block: "center" });
 }
 
 // ---- profile ----

@@ -224,6 +224,25 @@ await step("other pages render", async () => {
   await page.locator("code.token").filter({ hasText: /^auth_/ }).waitFor();
 });
 
+await step("browse and search the repository's code", async () => {
+  await page.getByRole("link", { name: "Code", exact: true }).click();
+  await page.getByRole("heading", { name: "Code", exact: true }).waitFor();
+  await page.locator('ul.tree li[data-kind="dir"]').filter({ hasText: "src/" }).getByRole("link").click();
+  await page.locator("ul.tree").getByRole("link", { name: "pricing.py" }).click();
+  await page.locator("pre.code-lines").filter({ hasText: "def " }).waitFor();
+  await page.getByLabel(/Search this repository/).fill("discount");
+  await page.getByRole("button", { name: "Search", exact: true }).click();
+  const hit = page.locator(".grep-line").first();
+  await hit.waitFor();
+  await hit.getByRole("link").click();
+  await page.locator("pre.code-lines .hit").waitFor();
+  await shot("code");
+  await page.getByRole("link", { name: "Ask about this file" }).click();
+  await page.getByRole("heading", { name: "Ask" }).waitFor();
+  const question = await page.getByRole("textbox", { name: "Question" }).inputValue();
+  if (!question.includes("src/pricing.py")) throw new Error(`question not prefilled: ${question}`);
+});
+
 await step("security settings", async () => {
   await page.getByRole("link", { name: "Security", exact: true }).click();
   await page.getByRole("heading", { name: "Security", exact: true }).waitFor();

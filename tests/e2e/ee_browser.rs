@@ -122,6 +122,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         "reset-password",
         "ldap",
         "oauth",
+        "code",
     ] {
         assert!(
             shots.join(format!("{name}.png")).is_file(),

@@ -11,6 +11,7 @@ mod ee_answer;
 mod ee_answer_limits;
 mod ee_auth;
 mod ee_auth_matrix;
+mod ee_browse;
 mod ee_browser;
 mod ee_graphql_ws_client;
 mod ee_jobs;

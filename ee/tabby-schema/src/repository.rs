@@ -64,6 +64,45 @@ pub struct Repository {
     pub job_info: crate::job::JobInfo,
 }
 
+/// A byte range of a match within [`GrepLine::text`].
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct GrepSubMatch {
+    pub bytes_start: i32,
+    pub bytes_end: i32,
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct GrepLine {
+    /// 1-based.
+    pub line_number: i32,
+    /// The line, cut at 500 characters.
+    pub text: String,
+    pub sub_matches: Vec<GrepSubMatch>,
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct GrepFile {
+    pub path: String,
+    /// Empty when the query has no content pattern (a file-name search).
+    pub lines: Vec<GrepLine>,
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct RepositoryGrepOutput {
+    pub files: Vec<GrepFile>,
+    pub elapsed_ms: i32,
+    /// Why the search stopped early (time or read budget, result limit), if it did.
+    pub truncated: Option<String>,
+}
+
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct FileEntrySearchResult {
+    pub r#type: String,
+    pub path: String,
+    /// Character positions of the pattern's characters in `path`.
+    pub indices: Vec<i32>,
+}
+
 static REPOSITORY_NAME: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[a-zA-Z][\w.-]+$").expect("valid regex"));
 
@@ -101,6 +140,25 @@ pub trait RepositoryService: Send + Sync {
     async fn delete_git(&self, id: i64) -> Result<()>;
     /// Config and DB repositories the policy allows.
     async fn repository_list(&self, policy: &AccessPolicy) -> Result<Vec<Repository>>;
+    /// Searches a readable repository's files at `rev` (default branch when `None`): bare
+    /// words are a regex over lines, `f:` over paths, `lang:` the language, `-` negates.
+    async fn grep(
+        &self,
+        policy: &AccessPolicy,
+        kind: RepositoryKind,
+        id: &juniper::ID,
+        rev: Option<&str>,
+        query: &str,
+    ) -> Result<RepositoryGrepOutput>;
+    /// Paths of a readable repository at `rev` that contain `pattern`'s characters in order.
+    async fn search_files(
+        &self,
+        policy: &AccessPolicy,
+        kind: RepositoryKind,
+        id: &juniper::ID,
+        rev: Option<&str>,
+        pattern: &str,
+    ) -> Result<Vec<FileEntrySearchResult>>;
 }
 
 #[cfg(test)]

@@ -28,8 +28,8 @@ use crate::{
     policy::{MembershipChange, check_membership_change},
     relay::{Page, RelayArgs},
     repository::{
-        GitRepositoryConnection, Repository, RepositoryService, validate_git_url,
-        validate_repository_name,
+        FileEntrySearchResult, GitRepositoryConnection, Repository, RepositoryGrepOutput,
+        RepositoryKind, RepositoryService, validate_git_url, validate_repository_name,
     },
     setting::{
         NetworkSetting, NetworkSettingInput, SecuritySetting, SecuritySettingInput, ServerInfo,
@@ -341,6 +341,46 @@ impl Query {
             .policy_for(user.id.as_rowid()?)
             .await?;
         ctx.locator.repository().repository_list(&policy).await
+    }
+
+    /// Greps a repository the caller may read (code browser).
+    async fn repository_grep(
+        ctx: &Context,
+        kind: RepositoryKind,
+        id: ID,
+        rev: Option<String>,
+        query: String,
+    ) -> Result<RepositoryGrepOutput> {
+        let user = check_user(ctx).await?;
+        let policy = ctx
+            .locator
+            .access_policy()
+            .policy_for(user.id.as_rowid()?)
+            .await?;
+        ctx.locator
+            .repository()
+            .grep(&policy, kind, &id, rev.as_deref(), &query)
+            .await
+    }
+
+    /// File paths of a repository the caller may read, by fuzzy match (code browser).
+    async fn repository_search(
+        ctx: &Context,
+        kind: RepositoryKind,
+        id: ID,
+        rev: Option<String>,
+        pattern: String,
+    ) -> Result<Vec<FileEntrySearchResult>> {
+        let user = check_user(ctx).await?;
+        let policy = ctx
+            .locator
+            .access_policy()
+            .policy_for(user.id.as_rowid()?)
+            .await?;
+        ctx.locator
+            .repository()
+            .search_files(&policy, kind, &id, rev.as_deref(), &pattern)
+            .await
     }
 
     async fn daily_stats_in_past_year(
@@ -1190,6 +1230,8 @@ mod tests {
             "oauthCallbackUrl(provider: OAuthProvider!): String!",
             "updateOauthCredential(input: UpdateOAuthCredentialInput!): Boolean!",
             "deleteOauthCredential(provider: OAuthProvider!): Boolean!",
+            "repositoryGrep(kind: RepositoryKind!, id: ID!, rev: String, query: String!): RepositoryGrepOutput!",
+            "repositorySearch(kind: RepositoryKind!, id: ID!, rev: String, pattern: String!): [FileEntrySearchResult!]!",
             "OAUTH_GITHUB",
             "updateNetworkSetting(input: NetworkSettingInput!): Boolean!",
         ] {

@@ -8,6 +8,7 @@
 //!   editors' `/v1*` API ([`routes`]);
 //! - usage recording of editor events into `user_events` / `user_completions`.
 
+mod browse;
 mod cron;
 mod directory;
 mod edge;
@@ -197,6 +198,22 @@ impl Webserver {
             .route("/graphiql/assets/{name}", get(graphiql::asset))
             .route("/subscriptions", get(routes::subscriptions))
             .route("/background-jobs/{id}/logs", get(routes::job_logs))
+            .route(
+                "/repositories/{kind}/{id}/rev/{rev}/",
+                get(routes::repository_file),
+            )
+            .route(
+                "/repositories/{kind}/{id}/rev/{rev}/{*path}",
+                get(routes::repository_file),
+            )
+            .route(
+                "/repositories/{kind}/{id}/resolve/",
+                get(routes::repository_file),
+            )
+            .route(
+                "/repositories/{kind}/{id}/resolve/{*path}",
+                get(routes::repository_file),
+            )
             .route("/oauth/providers", get(oauth::routes::providers))
             .route("/oauth/signin", get(oauth::routes::signin))
             .route("/oauth/callback/{provider}", get(oauth::routes::callback))

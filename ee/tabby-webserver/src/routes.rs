@@ -230,3 +230,108 @@ pub async fn require_token(
     req.extensions_mut().insert(docs);
     next.run(req).await
 }
+
+/// `GET /repositories/{kind}/{id}/rev/{rev}/{*path}` (and `…/resolve/{*path}` for the default
+/// branch): a file's bytes or a directory's entries from the code browser, for a signed-in
+/// session (JWT) that may read the repository. Files are always `text/plain` or
+/// `application/octet-stream` under a sandboxing CSP, never rendered as HTML from this
+/// origin; a directory is `application/vnd.directory+json`
+/// `{"entries": [{"kind": "dir"|"file", "basename": "<path from the root>"}]}` as upstream.
+pub async fn repository_file(
+    State(server): State<Arc<Webserver>>,
+    axum::extract::Path(params): axum::extract::Path<std::collections::HashMap<String, String>>,
+    req: Request,
+) -> Response {
+    use tabby_schema::{repository::RepositoryKind, user_group::AccessPolicyService as _};
+    if token_in_query(&req) {
+        return WebError::new(StatusCode::UNAUTHORIZED, TOKEN_IN_QUERY).into_response();
+    }
+    let Some(token) = bearer_token(req.headers()).map(str::to_string) else {
+        return WebError::new(StatusCode::UNAUTHORIZED, "missing token: sign in").into_response();
+    };
+    let Ok(claims) = server.services.auth.verify_access_token(&token).await else {
+        return WebError::new(StatusCode::UNAUTHORIZED, "invalid or expired session")
+            .into_response();
+    };
+    let kind = match params.get("kind").map(String::as_str) {
+        Some("git") => RepositoryKind::Git,
+        Some("gitconfig") => RepositoryKind::GitConfig,
+        _ => return WebError::not_found("Repository not found").into_response(),
+    };
+    let id = juniper::ID::new(params.get("id").cloned().unwrap_or_default());
+    let rev = params.get("rev").cloned();
+    let path = params.get("path").cloned().unwrap_or_default();
+    let policy = match server.services.user_group.policy_for(claims.user_id).await {
+        Ok(policy) => policy,
+        Err(_) => {
+            return WebError::new(StatusCode::SERVICE_UNAVAILABLE, "cannot check access now")
+                .into_response();
+        }
+    };
+    let browser = server.services.repository.browser();
+    let target = match browser.target(&policy, kind, &id).await {
+        Ok(target) => target,
+        Err(_) => return WebError::not_found("Repository not found").into_response(),
+    };
+    let entry = tokio::task::spawn_blocking(move || {
+        let snapshot = browser.snapshot(&target, rev.as_deref())?;
+        browser.entry(&snapshot, &path)
+    })
+    .await;
+    let entry = match entry {
+        Ok(Ok(entry)) => entry,
+        Ok(Err(tabby_schema::CoreError::InvalidInput(errors))) => {
+            let message = errors
+                .first()
+                .map(|e| e.message.clone())
+                .unwrap_or_default();
+            return WebError::new(StatusCode::BAD_REQUEST, message).into_response();
+        }
+        Ok(Err(e)) => return WebError::not_found(e.to_string()).into_response(),
+        Err(_) => {
+            return WebError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot read the repository",
+            )
+            .into_response();
+        }
+    };
+    match entry {
+        crate::browse::Entry::Dir(entries) => {
+            let entries: Vec<_> = entries
+                .into_iter()
+                .map(|(dir, path)| {
+                    serde_json::json!({"kind": if dir { "dir" } else { "file" }, "basename": path})
+                })
+                .collect();
+            (
+                [(header::CONTENT_TYPE, "application/vnd.directory+json")],
+                serde_json::json!({ "entries": entries }).to_string(),
+            )
+                .into_response()
+        }
+        crate::browse::Entry::File(bytes) => {
+            let text =
+                !bytes[..bytes.len().min(8000)].contains(&0) && std::str::from_utf8(&bytes).is_ok();
+            let mut response = bytes.into_response();
+            let headers = response.headers_mut();
+            headers.insert(
+                header::CONTENT_TYPE,
+                axum::http::HeaderValue::from_static(if text {
+                    "text/plain; charset=utf-8"
+                } else {
+                    "application/octet-stream"
+                }),
+            );
+            headers.insert(
+                header::X_CONTENT_TYPE_OPTIONS,
+                axum::http::HeaderValue::from_static("nosniff"),
+            );
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                axum::http::HeaderValue::from_static("sandbox; default-src 'none'"),
+            );
+            response
+        }
+    }
+}

@@ -56,6 +56,7 @@ fn is_api(path: &str) -> bool {
         "/metrics",
         "/background-jobs",
         "/oauth",
+        "/repositories",
     ]
     .iter()
     .any(|prefix| path == *prefix || path.starts_with(&format!("{prefix}/")))
@@ -64,10 +65,11 @@ fn is_api(path: &str) -> bool {
 
 /// Page routes of the app (served as `index.html`; the app routes on the client).
 fn is_page(path: &str) -> bool {
-    const PAGES: [&str; 18] = [
+    const PAGES: [&str; 19] = [
         "/",
         "/chat",
         "/threads",
+        "/browse",
         "/profile",
         "/usage",
         "/jobs",

@@ -14,7 +14,8 @@ use tabby_schema::{
     AccessPolicy, AsID, CoreError, Result,
     relay::RelayArgs,
     repository::{
-        GitReference, GitRepository, GitRepositoryConnection, Repository, RepositoryKind,
+        FileEntrySearchResult, GitReference, GitRepository, GitRepositoryConnection, GrepFile,
+        GrepLine, GrepSubMatch, Repository, RepositoryGrepOutput, RepositoryKind,
         RepositoryService,
     },
 };
@@ -29,6 +30,11 @@ pub struct RepositoryServiceImpl {
     directory: Arc<Directory>,
     repositories_dir: PathBuf,
     jobs: Arc<JobService>,
+    browser: Arc<crate::browse::CodeBrowser>,
+}
+
+fn as_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 /// Refs as stored: trimmed, without empties or duplicates.
@@ -60,11 +66,20 @@ impl RepositoryServiceImpl {
         jobs: Arc<JobService>,
     ) -> Self {
         Self {
+            browser: Arc::new(crate::browse::CodeBrowser::new(
+                directory.clone(),
+                repositories_dir.clone(),
+            )),
             db,
             directory,
             repositories_dir,
             jobs,
         }
+    }
+
+    /// The code browser over the same repositories.
+    pub fn browser(&self) -> Arc<crate::browse::CodeBrowser> {
+        self.browser.clone()
     }
 
     fn references(&self, git_url: &str, refs: &[String]) -> Vec<GitReference> {
@@ -274,6 +289,85 @@ impl RepositoryService for RepositoryServiceImpl {
             });
         }
         Ok(out)
+    }
+
+    async fn grep(
+        &self,
+        policy: &AccessPolicy,
+        kind: RepositoryKind,
+        id: &ID,
+        rev: Option<&str>,
+        query: &str,
+    ) -> Result<RepositoryGrepOutput> {
+        let target = self.browser.target(policy, kind, id).await?;
+        let (browser, rev, query) = (
+            self.browser.clone(),
+            rev.map(str::to_owned),
+            query.to_owned(),
+        );
+        let out = tokio::task::spawn_blocking(move || {
+            let snapshot = browser.snapshot(&target, rev.as_deref())?;
+            browser.grep(&snapshot, &query)
+        })
+        .await
+        .map_err(|e| CoreError::Other(anyhow::anyhow!("grep failed: {e}")))??;
+        Ok(RepositoryGrepOutput {
+            elapsed_ms: i32::try_from(out.elapsed.as_millis()).unwrap_or(i32::MAX),
+            truncated: out.truncated.map(str::to_owned),
+            files: out
+                .files
+                .into_iter()
+                .map(|f| GrepFile {
+                    path: f.path,
+                    lines: f
+                        .lines
+                        .into_iter()
+                        .map(|l| GrepLine {
+                            line_number: as_i32(l.number),
+                            text: l.text,
+                            sub_matches: l
+                                .matches
+                                .into_iter()
+                                .map(|(a, b)| GrepSubMatch {
+                                    bytes_start: as_i32(a),
+                                    bytes_end: as_i32(b),
+                                })
+                                .collect(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+    }
+
+    async fn search_files(
+        &self,
+        policy: &AccessPolicy,
+        kind: RepositoryKind,
+        id: &ID,
+        rev: Option<&str>,
+        pattern: &str,
+    ) -> Result<Vec<FileEntrySearchResult>> {
+        let target = self.browser.target(policy, kind, id).await?;
+        let (browser, rev, pattern) = (
+            self.browser.clone(),
+            rev.map(str::to_owned),
+            pattern.to_owned(),
+        );
+        let found = tokio::task::spawn_blocking(move || {
+            let snapshot = browser.snapshot(&target, rev.as_deref())?;
+            browser.search(&snapshot, &pattern)
+        })
+        .await
+        .map_err(|e| CoreError::Other(anyhow::anyhow!("search failed: {e}")))??;
+        Ok(found
+            .into_iter()
+            .map(|(path, indices)| FileEntrySearchResult {
+                r#type: "file".into(),
+                path,
+                indices,
+            })
+            .collect())
     }
 }
 
