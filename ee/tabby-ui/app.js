@@ -122,6 +122,7 @@ const ADMIN_PAGES = [
   ["/settings/groups", "Groups"],
   ["/settings/repositories", "Repositories"],
   ["/settings/documents", "Documents"],
+  ["/settings/integrations", "Integrations"],
   ["/settings/mail", "Mail"],
   ["/settings/security", "Security"],
   ["/settings/ldap", "LDAP"],
@@ -209,6 +210,7 @@ async function render() {
     [/^\/settings\/repositories$/, () => repositoriesPage(), true],
     [/^\/settings\/documents$/, () => documentsPage(), true],
     [/^\/settings\/mail$/, () => mailPage(), true],
+    [/^\/settings\/integrations$/, () => integrationsPage(), true],
     [/^\/settings\/security$/, () => securityPage(), true],
     [/^\/settings\/ldap$/, () => ldapPage(), true],
     [/^\/settings\/oauth$/, () => oauthPage(), true],
@@ -888,6 +890,50 @@ async function teamPage() {
           ]),
         ))))),
   );
+}
+
+// ---- admin: integrations ----
+
+const INTEGRATION_KINDS = [["GITHUB", "GitHub"], ["GITLAB", "GitLab"], ["GITHUB_SELF_HOSTED", "GitHub Enterprise Server"], ["GITLAB_SELF_HOSTED", "Self-hosted GitLab"]];
+
+async function integrationsPage() {
+  const data = await gql(`{
+    integrations { edges { node { id kind displayName apiBase status message } } }
+    integratedRepositories(first: 500) { edges { node { integrationId displayName gitUrl } } }
+  }`);
+  const repos = data.integratedRepositories.edges.map((e) => e.node);
+  const form = h("form.card", { onsubmit: action(async () => {
+    const v = formValues(form);
+    await gql(`mutation($i: CreateIntegrationInput!) { createIntegration(input: $i) }`, { i: {
+      kind: v.kind, displayName: v.displayName, accessToken: v.accessToken, apiBase: v.apiBase || null,
+    } });
+    await integrationsPage();
+    showNotice("Integration added: its repositories are being listed.");
+  }) },
+    h("h2", "Connect GitHub or GitLab"),
+    field("Kind", select("kind", INTEGRATION_KINDS, "GITHUB")),
+    field("Integration name", h("input", { name: "displayName", required: true })),
+    field("Access token", h("input", { name: "accessToken", type: "password", required: true, autocomplete: "off" })),
+    h("p.muted.small", "GitHub: a token with the repo scope. GitLab: a token with read_api (group projects and subgroups are included)."),
+    field("API base URL (self-hosted only)", h("input", { name: "apiBase", type: "url", placeholder: "https://gitlab.example.com" })),
+    h("button.primary", { type: "submit" }, "Add integration"),
+  );
+  setMain(h("h1", "Integrations"), form,
+    data.integrations.edges.map(({ node }) => h("section.card", { "data-integration": node.displayName },
+      h("h2", node.displayName, " ", h(`span.badge.${node.status === "READY" ? "ok" : node.status === "FAILED" ? "bad" : "pending"}`, node.status.toLowerCase())),
+      h("p.muted", `${INTEGRATION_KINDS.find(([k]) => k === node.kind)?.[1] ?? node.kind} · ${node.apiBase}`),
+      node.message ? h("p.error", node.message) : null,
+      h("ul", repos.filter((r) => r.integrationId === node.id).map((r) => h("li", r.displayName, " ", h("code.small", r.gitUrl)))),
+      h("p.muted.small", "Indexing these repositories' code, issues and pull requests is not built yet; add one under Repositories by its git URL to index it."),
+      h("button", { type: "button", onclick: action(async () => {
+        await gql(`mutation($c: String!) { triggerJobRun(command: $c) }`, { c: JSON.stringify({ SyncThirdPartyRepositories: node.id }) });
+        showNotice("Sync started.");
+      }) }, "Sync now"),
+      " ",
+      h("button.link.danger", { type: "button", onclick: action(async () => {
+        await gql(`mutation($id: ID!, $k: IntegrationKind!) { deleteIntegration(id: $id, kind: $k) }`, { id: node.id, k: node.kind });
+        await integrationsPage();
+      }) }, "Remove"))));
 }
 
 // ---- admin: mail and security ----

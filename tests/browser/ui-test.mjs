@@ -1,5 +1,5 @@
 // Drives the tabby-rs web UI in Debian's headless Chromium (playwright-core):
-//   node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port> <idp url>
+//   node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port> <idp url> <vendor url> <vendor token>
 // Registers the admin, sets up mail (the SMTP server on <smtp port> writes what it receives
 // to <mail dir>, see tests/smtp/sink.py) and sends a test mail, asks a question about the
 // indexed repository (streamed answer and a code attachment), reloads into the thread,
@@ -7,16 +7,17 @@
 // the security setting, registers the invited user from the mailed link, and resets the
 // admin's password through a mailed link, sets up LDAP (slapd on <ldap port>, seeded by the
 // Rust test) and signs in as a directory user, sets up OpenID Connect (the Rust test's issuer
-// at <idp url>, the only other origin the page may reach) and signs in through it. Requests that leave the server are blocked and
+// at <idp url>, the only other origin the page may reach) and signs in through it, and adds a
+// GitHub Enterprise integration (the Rust test's fake REST server at <vendor url>). Requests that leave the server are blocked and
 // counted. Prints one JSON line: {pageWeightBytes, firstLoadRequests, blockedRequests,
 // screenshots, steps}. Exits 1 with the failing step on stderr.
 import { chromium } from "playwright-core";
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-const [base, shots, expectedAnswer, smtpPort, mailDir, ldapPort, idpUrl] = process.argv.slice(2);
-if (!base || !shots || !expectedAnswer || !smtpPort || !mailDir || !ldapPort || !idpUrl) {
-  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port> <idp url>");
+const [base, shots, expectedAnswer, smtpPort, mailDir, ldapPort, idpUrl, vendorUrl, vendorToken] = process.argv.slice(2);
+if (!base || !shots || !expectedAnswer || !smtpPort || !mailDir || !ldapPort || !idpUrl || !vendorUrl || !vendorToken) {
+  console.error("usage: node ui-test.mjs <base url> <screenshot dir> <expected answer text> <smtp port> <mail dir> <ldap port> <idp url> <vendor url> <vendor token>");
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
@@ -285,6 +286,26 @@ await step("set up OpenID Connect", async () => {
   await form.getByRole("button", { name: "Save OpenID Connect" }).click();
   await page.getByRole("status").filter({ hasText: "OpenID Connect sign-in saved" }).waitFor();
   await shot("oauth");
+});
+
+await step("connect a GitHub Enterprise integration", async () => {
+  await page.getByRole("link", { name: "Integrations", exact: true }).click();
+  await page.getByRole("heading", { name: "Integrations", exact: true }).waitFor();
+  await page.getByLabel("Kind").selectOption("GITHUB_SELF_HOSTED");
+  await page.getByLabel("Integration name").fill("Octo");
+  await page.getByLabel("Access token").fill(vendorToken);
+  await page.getByLabel("API base URL (self-hosted only)").fill(vendorUrl);
+  await page.getByRole("button", { name: "Add integration" }).click();
+  await page.getByRole("status").filter({ hasText: "Integration added" }).waitFor();
+  for (let i = 0; i < 60; i++) {
+    if (await page.locator('[data-integration="Octo"] .badge.ok').count()) break;
+    await new Promise((r) => setTimeout(r, 250));
+    await page.getByRole("link", { name: "Integrations", exact: true }).click();
+    await page.getByRole("heading", { name: "Integrations", exact: true }).waitFor();
+  }
+  await page.locator('[data-integration="Octo"] .badge.ok').waitFor();
+  await page.locator('[data-integration="Octo"] li').filter({ hasText: "octo/a" }).waitFor();
+  await shot("integrations");
 });
 
 await step("editor chat page", async () => {

@@ -66,6 +66,9 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
     let directory = crate::ee_ldap::Directory::start();
     // And an OpenID Connect provider whose user is the admin.
     let idp = crate::ee_oauth::Idp::start("ada@example.com").await;
+    // And a GitHub Enterprise-shaped REST server for the Integrations page.
+    let vendor = crate::ee_integrations::start_vendor().await;
+    let vendor_url = vendor.lock().unwrap().url.clone();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-screenshots");
     let expected = "The discount is applied in";
     let out = tokio::task::spawn_blocking({
@@ -75,6 +78,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         let mail_dir = sink.dir().to_path_buf();
         let ldap_port = directory.port.to_string();
         let idp_url = idp.url.clone();
+        let vendor_url = vendor_url.clone();
         move || {
             Command::new("node")
                 .arg(tests_dir("browser").join("ui-test.mjs"))
@@ -85,6 +89,8 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
                 .arg(&mail_dir)
                 .arg(&ldap_port)
                 .arg(&idp_url)
+                .arg(&vendor_url)
+                .arg(crate::ee_integrations::GOOD_TOKEN)
                 .output()
                 .expect("run node")
         }
@@ -123,6 +129,7 @@ async fn ee_browser_sign_in_ask_and_manage_the_team() {
         "ldap",
         "oauth",
         "code",
+        "integrations",
     ] {
         assert!(
             shots.join(format!("{name}.png")).is_file(),

@@ -14,6 +14,7 @@ mod ee_auth_matrix;
 mod ee_browse;
 mod ee_browser;
 mod ee_graphql_ws_client;
+mod ee_integrations;
 mod ee_jobs;
 mod ee_ldap;
 mod ee_mail;

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod email;
 mod error;
 mod id;
+pub mod integration;
 pub mod job;
 pub mod ldap;
 pub mod oauth;
@@ -30,6 +31,7 @@ pub fn job_names() -> &'static [&'static str] {
     &[
         "scheduler_git",
         "web_crawler",
+        "third_party_repository_sync",
         "index_garbage_collection",
         "ingestion_index_sync",
         "hourly",

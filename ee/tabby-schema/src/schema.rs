@@ -17,6 +17,10 @@ use crate::{
         validate_email, validate_name, validate_password,
     },
     email::{EmailService, EmailSetting, EmailSettingInput},
+    integration::{
+        CreateIntegrationInput, IntegrationConnection, IntegrationKind, IntegrationService,
+        ProvidedRepositoryConnection, UpdateIntegrationInput, validate_integration,
+    },
     job::{
         CreateCustomDocumentInput, CustomDocumentConnection, IngestionStats, JobRunConnection,
         JobService, JobStats, Notification,
@@ -59,6 +63,7 @@ pub trait ServiceLocator: Send + Sync {
     fn email(&self) -> Arc<dyn EmailService>;
     fn ldap(&self) -> Arc<dyn LdapService>;
     fn oauth(&self) -> Arc<dyn OAuthService>;
+    fn integration(&self) -> Arc<dyn IntegrationService>;
 }
 
 /// Per request (or per WebSocket connection): who is calling, and the services.
@@ -256,6 +261,52 @@ impl Query {
         ctx.locator
             .auth()
             .list_invitations(RelayArgs::new(after, before, first, last))
+            .await
+    }
+
+    /// GitHub and GitLab integrations (admin).
+    #[allow(clippy::too_many_arguments)]
+    async fn integrations(
+        ctx: &Context,
+        ids: Option<Vec<ID>>,
+        kind: Option<IntegrationKind>,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<IntegrationConnection> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .integration()
+            .list(
+                rowids(ids)?,
+                kind,
+                RelayArgs::new(after, before, first, last),
+            )
+            .await
+    }
+
+    /// The repositories the integrations' tokens can see, as of their last sync (admin).
+    #[allow(clippy::too_many_arguments)]
+    async fn integrated_repositories(
+        ctx: &Context,
+        ids: Option<Vec<ID>>,
+        kind: Option<IntegrationKind>,
+        active: Option<bool>,
+        after: Option<String>,
+        before: Option<String>,
+        first: Option<i32>,
+        last: Option<i32>,
+    ) -> Result<ProvidedRepositoryConnection> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .integration()
+            .list_repositories(
+                rowids(ids)?,
+                kind,
+                active,
+                RelayArgs::new(after, before, first, last),
+            )
             .await
     }
 
@@ -838,6 +889,43 @@ impl Mutation {
         Ok(true)
     }
 
+    /// Connects a GitHub or GitLab account or organisation by token; its repositories are
+    /// listed by a background sync.
+    async fn create_integration(ctx: &Context, input: CreateIntegrationInput) -> Result<ID> {
+        check_admin(ctx).await?;
+        let base = validate_integration(
+            input.kind,
+            &input.display_name,
+            Some(&input.access_token),
+            input.api_base.as_deref(),
+        )?;
+        ctx.locator
+            .integration()
+            .create(&input, base.as_deref())
+            .await
+    }
+
+    async fn update_integration(ctx: &Context, input: UpdateIntegrationInput) -> Result<bool> {
+        check_admin(ctx).await?;
+        let base = validate_integration(
+            input.kind,
+            &input.display_name,
+            input.access_token.as_deref(),
+            input.api_base.as_deref(),
+        )?;
+        ctx.locator
+            .integration()
+            .update(&input, base.as_deref())
+            .await?;
+        Ok(true)
+    }
+
+    async fn delete_integration(ctx: &Context, id: ID, kind: IntegrationKind) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator.integration().delete(&id, kind).await?;
+        Ok(true)
+    }
+
     async fn update_ldap_credential(
         ctx: &Context,
         input: UpdateLdapCredentialInput,
@@ -1230,6 +1318,10 @@ mod tests {
             "oauthCallbackUrl(provider: OAuthProvider!): String!",
             "updateOauthCredential(input: UpdateOAuthCredentialInput!): Boolean!",
             "deleteOauthCredential(provider: OAuthProvider!): Boolean!",
+            "createIntegration(input: CreateIntegrationInput!): ID!",
+            "updateIntegration(input: UpdateIntegrationInput!): Boolean!",
+            "deleteIntegration(id: ID!, kind: IntegrationKind!): Boolean!",
+            "GITHUB_SELF_HOSTED",
             "repositoryGrep(kind: RepositoryKind!, id: ID!, rev: String, query: String!): RepositoryGrepOutput!",
             "repositorySearch(kind: RepositoryKind!, id: ID!, rev: String, pattern: String!): [FileEntrySearchResult!]!",
             "OAUTH_GITHUB",

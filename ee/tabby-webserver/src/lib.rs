@@ -14,6 +14,7 @@ mod directory;
 mod edge;
 mod graphiql;
 mod ingestion;
+pub mod integration;
 pub mod job;
 pub mod jwt;
 pub mod ldap;
@@ -104,6 +105,10 @@ impl Webserver {
             &directory.security().fetch_allowed_hosts,
         )));
         jobs.set_mailer(mailer.clone());
+        jobs.set_integrations(Arc::new(integration::IntegrationSync::new(
+            db.clone(),
+            secrets.clone(),
+        )));
         let auth = Arc::new(service::auth::AuthServiceImpl::new(
             db.clone(),
             jwt,
@@ -115,6 +120,11 @@ impl Webserver {
                 db.clone(),
                 secrets.clone(),
                 auth.clone(),
+            )),
+            integration: Arc::new(integration::IntegrationServiceImpl::new(
+                db.clone(),
+                secrets.clone(),
+                jobs.clone(),
             )),
             oauth: Arc::new(oauth::OAuthServiceImpl::new(
                 db.clone(),

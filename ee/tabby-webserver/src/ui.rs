@@ -65,7 +65,7 @@ fn is_api(path: &str) -> bool {
 
 /// Page routes of the app (served as `index.html`; the app routes on the client).
 fn is_page(path: &str) -> bool {
-    const PAGES: [&str; 19] = [
+    const PAGES: [&str; 20] = [
         "/",
         "/chat",
         "/threads",
@@ -79,6 +79,7 @@ fn is_page(path: &str) -> bool {
         "/auth/reset-password",
         "/settings/team",
         "/settings/mail",
+        "/settings/integrations",
         "/settings/security",
         "/settings/ldap",
         "/settings/oauth",

@@ -13,12 +13,14 @@ const TABLES: &[&str] = &[
     "email_outbox",
     "email_setting",
     "ingested_documents",
+    "integrations",
     "invitations",
     "job_runs",
     "ldap_credential",
     "notifications",
     "oauth_credential",
     "password_reset",
+    "provided_repositories",
     "read_notifications",
     "refresh_tokens",
     "registration_token",
@@ -134,6 +136,20 @@ async fn fill(db: &DbConn) {
         "client",
         Some("sealed"),
         Some("https://idp.example"),
+    )
+    .await
+    .unwrap();
+    let integration = db
+        .create_integration("github", "GitHub", "sealed", None)
+        .await
+        .unwrap();
+    db.sync_provided_repositories(
+        integration,
+        &[crate::VendorRepository {
+            vendor_id: "1".into(),
+            name: "o/r".into(),
+            git_url: "https://github.com/o/r.git".into(),
+        }],
     )
     .await
     .unwrap();

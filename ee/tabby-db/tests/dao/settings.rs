@@ -384,3 +384,67 @@ async fn oauth_credentials_per_provider() {
     assert!(db.delete_oauth_credential("oidc").await.unwrap());
     assert!(!db.delete_oauth_credential("oidc").await.unwrap());
 }
+
+#[tokio::test]
+async fn integrations_sync_their_provided_repositories() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    let id = db
+        .create_integration(
+            "gitlab_self_hosted",
+            "GitLab",
+            "sealed-1",
+            Some("https://gl.example"),
+        )
+        .await
+        .unwrap();
+    let repo = |v: &str, name: &str| tabby_db::VendorRepository {
+        vendor_id: v.into(),
+        name: name.into(),
+        git_url: format!("https://gl.example/{name}.git"),
+    };
+    let counts = db
+        .sync_provided_repositories(id, &[repo("1", "g/a"), repo("2", "g/sub/b")])
+        .await
+        .unwrap();
+    assert_eq!((counts.added, counts.updated, counts.removed), (2, 0, 0));
+    let counts = db
+        .sync_provided_repositories(id, &[repo("1", "g/renamed"), repo("3", "g/c")])
+        .await
+        .unwrap();
+    assert_eq!((counts.added, counts.updated, counts.removed), (1, 1, 1));
+    let listed = db
+        .list_provided_repositories(&[id], None, None, Pagination::all())
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["g/renamed", "g/c"]);
+    let integration = db.get_integration(id).await.unwrap().unwrap();
+    assert!(integration.synced && integration.error.is_none());
+    db.set_integration_error(id, "401").await.unwrap();
+    db.update_integration(
+        id,
+        "gitlab_self_hosted",
+        "GL",
+        None,
+        Some("https://gl.example"),
+    )
+    .await
+    .unwrap();
+    let integration = db.get_integration(id).await.unwrap().unwrap();
+    assert_eq!(integration.access_token, "sealed-1", "kept");
+    assert_eq!(integration.error, None, "cleared for the next sync");
+    assert!(
+        db.create_integration("bitbucket", "x", "y", None)
+            .await
+            .is_err(),
+        "checked by the schema"
+    );
+    db.delete_integration(id).await.unwrap();
+    assert!(
+        db.list_provided_repositories(&[], None, None, Pagination::all())
+            .await
+            .unwrap()
+            .is_empty(),
+        "cascade"
+    );
+}

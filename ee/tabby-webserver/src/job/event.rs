@@ -27,6 +27,8 @@ pub struct WebCrawlerJob {
 pub enum BackgroundJobEvent {
     SchedulerGitRepository(CodeRepositoryJob),
     WebCrawler(WebCrawlerJob),
+    /// Lists the repositories of an integration (its id).
+    SyncThirdPartyRepositories(String),
     IndexGarbageCollection,
     SyncIngestionIndex,
     Hourly,
@@ -46,6 +48,7 @@ impl BackgroundJobEvent {
         match self {
             BackgroundJobEvent::SchedulerGitRepository(_) => "scheduler_git",
             BackgroundJobEvent::WebCrawler(_) => "web_crawler",
+            BackgroundJobEvent::SyncThirdPartyRepositories(_) => "third_party_repository_sync",
             BackgroundJobEvent::IndexGarbageCollection => "index_garbage_collection",
             BackgroundJobEvent::SyncIngestionIndex => "ingestion_index_sync",
             BackgroundJobEvent::Hourly => "hourly",
@@ -81,6 +84,8 @@ impl BackgroundJobEvent {
 pub enum JobRequest {
     SchedulerGitRepository(SourceRef),
     WebCrawler(SourceRef),
+    /// An integration by id; the worker reads the row when the run starts.
+    SyncThirdPartyRepositories(String),
     IndexGarbageCollection,
     SyncIngestionIndex,
     Hourly,

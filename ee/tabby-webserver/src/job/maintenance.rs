@@ -31,6 +31,16 @@ impl JobService {
             "db maintenance: {threads} idle threads, {tokens} expired refresh tokens, {resets} stale password resets, {runs} old job runs, {mails} old mails removed"
         ));
         self.trigger_all_repositories().await?;
+        for integration in self
+            .db
+            .list_integrations(&[], None, Pagination::all())
+            .await?
+        {
+            self.trigger(&BackgroundJobEvent::SyncThirdPartyRepositories(
+                tabby_schema::encode_id(integration.id),
+            ))
+            .await?;
+        }
         self.trigger(&BackgroundJobEvent::IndexGarbageCollection)
             .await?;
         Ok(())

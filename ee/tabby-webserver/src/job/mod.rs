@@ -69,6 +69,7 @@ pub struct JobService {
     deps: OnceLock<Arc<JobDeps>>,
     crawler: OnceLock<Arc<dyn WebCrawler>>,
     mailer: OnceLock<Arc<crate::mail::Mailer>>,
+    integrations: OnceLock<Arc<crate::integration::IntegrationSync>>,
     wake: Notify,
     live: LiveRuns,
 }
@@ -82,6 +83,7 @@ impl JobService {
             deps: OnceLock::new(),
             crawler: OnceLock::new(),
             mailer: OnceLock::new(),
+            integrations: OnceLock::new(),
             wake: Notify::new(),
             live: LiveRuns::default(),
         }
@@ -97,6 +99,11 @@ impl JobService {
 
     pub fn set_crawler(&self, crawler: Arc<dyn WebCrawler>) {
         let _ = self.crawler.set(crawler);
+    }
+
+    /// What `SyncThirdPartyRepositories` runs with.
+    pub fn set_integrations(&self, sync: Arc<crate::integration::IntegrationSync>) {
+        let _ = self.integrations.set(sync);
     }
 
     /// Failed jobs are mailed to the admins when mail is set up.
@@ -138,6 +145,22 @@ impl JobService {
                     .await?
                     .ok_or_else(|| unknown("web document", &r.source_id))?,
             ),
+            JobRequest::SyncThirdPartyRepositories(id) => {
+                let shown: String = id.chars().take(100).collect();
+                let rowid = tabby_schema::decode_id(&id).ok_or_else(|| {
+                    tabby_schema::CoreError::invalid(
+                        "command",
+                        format!("No integration has id {shown:?}"),
+                    )
+                })?;
+                if self.db.get_integration(rowid).await?.is_none() {
+                    return Err(tabby_schema::CoreError::invalid(
+                        "command",
+                        format!("No integration has id {shown:?}"),
+                    ));
+                }
+                BackgroundJobEvent::SyncThirdPartyRepositories(id)
+            }
             JobRequest::IndexGarbageCollection => BackgroundJobEvent::IndexGarbageCollection,
             JobRequest::SyncIngestionIndex => BackgroundJobEvent::SyncIngestionIndex,
             JobRequest::Hourly => BackgroundJobEvent::Hourly,
@@ -299,6 +322,20 @@ impl JobService {
                     .await?
                     .with_context(|| format!("web document {} no longer exists", job.source_id))?;
                 self.crawl(&job, log).await
+            }
+            BackgroundJobEvent::SyncThirdPartyRepositories(id) => {
+                let rowid = tabby_schema::decode_id(id)
+                    .with_context(|| format!("{id:?} is not an integration id"))?;
+                let sync = self
+                    .integrations
+                    .get()
+                    .context("integrations are not set up in this server")?;
+                let counts = sync.sync(rowid).await?;
+                log.info(format!(
+                    "repositories: {} added, {} updated, {} removed",
+                    counts.added, counts.updated, counts.removed
+                ));
+                Ok(())
             }
             BackgroundJobEvent::IndexGarbageCollection => self.garbage_collect(log).await,
             BackgroundJobEvent::SyncIngestionIndex => self.sync_ingestion(log).await,

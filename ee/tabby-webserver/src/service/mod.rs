@@ -16,6 +16,7 @@ use tabby_schema::{
     ServiceLocator,
     auth::AuthenticationService,
     email::EmailService,
+    integration::IntegrationService,
     ldap::LdapService,
     oauth::OAuthService,
     repository::RepositoryService,
@@ -34,6 +35,7 @@ pub struct Services {
     pub mailer: Arc<crate::mail::Mailer>,
     pub ldap: Arc<crate::ldap::LdapServiceImpl>,
     pub oauth: Arc<crate::oauth::OAuthServiceImpl>,
+    pub integration: Arc<crate::integration::IntegrationServiceImpl>,
     pub thread: Arc<thread::ThreadServiceImpl>,
     pub job: Arc<crate::job::JobService>,
     pub ingestion: ingestion::IngestionService,
@@ -72,5 +74,8 @@ impl ServiceLocator for Services {
     }
     fn oauth(&self) -> Arc<dyn OAuthService> {
         self.oauth.clone()
+    }
+    fn integration(&self) -> Arc<dyn IntegrationService> {
+        self.integration.clone()
     }
 }

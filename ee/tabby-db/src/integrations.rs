@@ -1,0 +1,258 @@
+//! Integrations with GitHub and GitLab (`integrations`, the token already sealed by the
+//! caller) and the repositories their tokens can see (`provided_repositories`).
+
+use chrono::{DateTime, Utc};
+use sqlx::{QueryBuilder, Sqlite};
+
+use crate::{DbConn, DbResult, Pagination, error::expect_one};
+
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct IntegrationDAO {
+    pub id: i64,
+    pub kind: String,
+    pub display_name: String,
+    /// Sealed.
+    pub access_token: String,
+    pub api_base: Option<String>,
+    pub error: Option<String>,
+    pub synced: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct ProvidedRepositoryDAO {
+    pub id: i64,
+    pub integration_id: i64,
+    pub vendor_id: String,
+    pub name: String,
+    pub git_url: String,
+    pub active: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A repository as the vendor lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VendorRepository {
+    pub vendor_id: String,
+    pub name: String,
+    pub git_url: String,
+}
+
+/// What a sync changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncCounts {
+    pub added: usize,
+    pub updated: usize,
+    pub removed: usize,
+}
+
+impl DbConn {
+    pub async fn create_integration(
+        &self,
+        kind: &str,
+        display_name: &str,
+        sealed_token: &str,
+        api_base: Option<&str>,
+    ) -> DbResult<i64> {
+        Ok(sqlx::query_scalar(
+            "INSERT INTO integrations (kind, display_name, access_token, api_base)
+             VALUES (?, ?, ?, ?) RETURNING id",
+        )
+        .bind(kind)
+        .bind(display_name)
+        .bind(sealed_token)
+        .bind(api_base)
+        .fetch_one(&self.pool)
+        .await?)
+    }
+
+    /// `sealed_token: None` keeps the stored token. A changed integration is synced anew:
+    /// its error is cleared.
+    pub async fn update_integration(
+        &self,
+        id: i64,
+        kind: &str,
+        display_name: &str,
+        sealed_token: Option<&str>,
+        api_base: Option<&str>,
+    ) -> DbResult<()> {
+        let result = sqlx::query(
+            "UPDATE integrations SET kind = ?, display_name = ?,
+                 access_token = COALESCE(?, access_token), api_base = ?, error = NULL,
+                 updated_at = DATETIME('now')
+             WHERE id = ?",
+        )
+        .bind(kind)
+        .bind(display_name)
+        .bind(sealed_token)
+        .bind(api_base)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        expect_one(result.rows_affected(), "integration")
+    }
+
+    pub async fn delete_integration(&self, id: i64) -> DbResult<()> {
+        let result = sqlx::query("DELETE FROM integrations WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        expect_one(result.rows_affected(), "integration")
+    }
+
+    pub async fn get_integration(&self, id: i64) -> DbResult<Option<IntegrationDAO>> {
+        Ok(sqlx::query_as(
+            "SELECT id, kind, display_name, access_token, api_base, error, synced, created_at,
+                    updated_at
+             FROM integrations WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub async fn list_integrations(
+        &self,
+        ids: &[i64],
+        kind: Option<&str>,
+        page: Pagination,
+    ) -> DbResult<Vec<IntegrationDAO>> {
+        let mut query = QueryBuilder::<Sqlite>::new(
+            "SELECT id, kind, display_name, access_token, api_base, error, synced, created_at,
+                    updated_at
+             FROM integrations WHERE 1 = 1",
+        );
+        if !ids.is_empty() {
+            query.push(" AND id IN (");
+            let mut list = query.separated(", ");
+            for id in ids {
+                list.push_bind(*id);
+            }
+            query.push(")");
+        }
+        if let Some(kind) = kind {
+            query.push(" AND kind = ").push_bind(kind);
+        }
+        page.push_to(&mut query, "id");
+        let rows = query
+            .build_query_as::<IntegrationDAO>()
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(page.finish(rows))
+    }
+
+    /// Records a failed sync; the provided repositories stay as they were.
+    pub async fn set_integration_error(&self, id: i64, error: &str) -> DbResult<()> {
+        sqlx::query("UPDATE integrations SET error = ? WHERE id = ?")
+            .bind(error)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Replaces what integration `id` provides with `repositories` in one transaction: new
+    /// ones added (inactive), renamed or moved ones updated, vanished ones removed; the
+    /// integration marked synced without error.
+    pub async fn sync_provided_repositories(
+        &self,
+        id: i64,
+        repositories: &[VendorRepository],
+    ) -> DbResult<SyncCounts> {
+        let mut tx = self.begin_write().await?;
+        let existing: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT vendor_id, name, git_url FROM provided_repositories WHERE integration_id = ?",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut counts = SyncCounts::default();
+        for repo in repositories {
+            match existing.iter().find(|(v, _, _)| *v == repo.vendor_id) {
+                Some((_, name, url)) if *name == repo.name && *url == repo.git_url => {}
+                Some(_) => {
+                    sqlx::query(
+                        "UPDATE provided_repositories SET name = ?, git_url = ?,
+                             updated_at = DATETIME('now')
+                         WHERE integration_id = ? AND vendor_id = ?",
+                    )
+                    .bind(&repo.name)
+                    .bind(&repo.git_url)
+                    .bind(id)
+                    .bind(&repo.vendor_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    counts.updated += 1;
+                }
+                None => {
+                    sqlx::query(
+                        "INSERT INTO provided_repositories (integration_id, vendor_id, name, git_url)
+                         VALUES (?, ?, ?, ?)",
+                    )
+                    .bind(id)
+                    .bind(&repo.vendor_id)
+                    .bind(&repo.name)
+                    .bind(&repo.git_url)
+                    .execute(&mut *tx)
+                    .await?;
+                    counts.added += 1;
+                }
+            }
+        }
+        for (vendor_id, _, _) in &existing {
+            if !repositories.iter().any(|r| r.vendor_id == *vendor_id) {
+                sqlx::query(
+                    "DELETE FROM provided_repositories WHERE integration_id = ? AND vendor_id = ?",
+                )
+                .bind(id)
+                .bind(vendor_id)
+                .execute(&mut *tx)
+                .await?;
+                counts.removed += 1;
+            }
+        }
+        sqlx::query("UPDATE integrations SET error = NULL, synced = TRUE WHERE id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(counts)
+    }
+
+    pub async fn list_provided_repositories(
+        &self,
+        integration_ids: &[i64],
+        kind: Option<&str>,
+        active: Option<bool>,
+        page: Pagination,
+    ) -> DbResult<Vec<ProvidedRepositoryDAO>> {
+        let mut query = QueryBuilder::<Sqlite>::new(
+            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active,
+                    p.created_at, p.updated_at
+             FROM provided_repositories p JOIN integrations i ON i.id = p.integration_id
+             WHERE 1 = 1",
+        );
+        if !integration_ids.is_empty() {
+            query.push(" AND p.integration_id IN (");
+            let mut list = query.separated(", ");
+            for id in integration_ids {
+                list.push_bind(*id);
+            }
+            query.push(")");
+        }
+        if let Some(kind) = kind {
+            query.push(" AND i.kind = ").push_bind(kind);
+        }
+        if let Some(active) = active {
+            query.push(" AND p.active = ").push_bind(active);
+        }
+        page.push_to(&mut query, "p.id");
+        let rows = query
+            .build_query_as::<ProvidedRepositoryDAO>()
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(page.finish(rows))
+    }
+}

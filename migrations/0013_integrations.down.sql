@@ -1,0 +1,2 @@
+DROP TABLE provided_repositories;
+DROP TABLE integrations;
