@@ -165,23 +165,10 @@ async fn integration(server: &TabbyServer, token: &str, id: &str) -> Value {
         .unwrap_or_else(|| panic!("{id} not in {data}"))
 }
 
-/// Waits until a sync newer than `after` (a count of finished sync runs) has finished.
+/// Waits until more than `runs_before` sync runs have finished; the integration then.
 async fn synced(server: &TabbyServer, token: &str, id: &str, runs_before: usize) -> Value {
     poll("the sync to finish", Duration::from_secs(30), || async {
-        let runs = gql_ok(
-            server,
-            Some(token),
-            "{ jobRuns(jobs: [\"third_party_repository_sync\"]) { edges { node { finishedAt } } } }",
-            json!({}),
-        )
-        .await;
-        let finished = runs["jobRuns"]["edges"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|e| !e["node"]["finishedAt"].is_null())
-            .count();
-        if finished > runs_before {
+        if finished_syncs(server, token).await > runs_before {
             Some(integration(server, token, id).await)
         } else {
             None
@@ -294,19 +281,7 @@ async fn github_and_gitlab_integrations_sync_with_errors_shown() {
     // The token is not returned, nor stored in the clear.
     let all = gql_ok(&server, Some(token), INTEGRATIONS, json!({})).await;
     assert!(!all.to_string().contains(GOOD_TOKEN));
-    for entry in std::fs::read_dir(server.root().join("ee")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            let bytes = std::fs::read(&path).unwrap();
-            assert!(
-                !bytes
-                    .windows(GOOD_TOKEN.len())
-                    .any(|w| w == GOOD_TOKEN.as_bytes()),
-                "{} holds the token in the clear",
-                path.display()
-            );
-        }
-    }
+    assert_not_stored_in_clear(&server, GOOD_TOKEN);
 
     // Renamed and removed upstream: the next sync follows.
     {

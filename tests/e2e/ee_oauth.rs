@@ -442,19 +442,7 @@ async fn oidc_and_github_sign_in_against_loopback_providers() {
     assert_eq!(data["oauthCredential"]["clientId"], CLIENT_ID);
     assert_eq!(data["oauthCallbackUrl"], server.url("/oauth/callback/oidc"));
     assert!(!data.to_string().contains(CLIENT_SECRET));
-    for entry in std::fs::read_dir(server.root().join("ee")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            let bytes = std::fs::read(&path).unwrap();
-            assert!(
-                !bytes
-                    .windows(CLIENT_SECRET.len())
-                    .any(|w| w == CLIENT_SECRET.as_bytes()),
-                "{} holds the client secret in the clear",
-                path.display()
-            );
-        }
-    }
+    assert_not_stored_in_clear(&server, CLIENT_SECRET);
     let providers = gql_ok(&server, None, "{ authProviders { kind } }", json!({})).await;
     assert_eq!(providers["authProviders"], json!([{"kind": "OAUTH_OIDC"}]));
     let (_, list) = get_json(&server.url("/oauth/providers")).await;

@@ -329,3 +329,19 @@ pub async fn restrict_to_new_group(
     .await;
     group
 }
+
+/// Fails if any file of the server's database directory holds `secret` byte for byte (it
+/// must be stored sealed or hashed).
+pub fn assert_not_stored_in_clear(server: &TabbyServer, secret: &str) {
+    for entry in std::fs::read_dir(server.root().join("ee")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{} holds a secret in the clear",
+                path.display()
+            );
+        }
+    }
+}

@@ -177,13 +177,7 @@ mod tests {
         }
     }
 
-    fn paths(result: Result<()>) -> Vec<String> {
-        match result {
-            Ok(()) => vec![],
-            Err(CoreError::InvalidInput(errors)) => errors.into_iter().map(|e| e.path).collect(),
-            Err(e) => panic!("{e}"),
-        }
-    }
+    use crate::error::invalid_paths as paths;
 
     #[test]
     fn email_setting_validation_names_each_field() {

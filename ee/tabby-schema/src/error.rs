@@ -43,6 +43,16 @@ pub enum CoreError {
     Other(#[from] anyhow::Error),
 }
 
+/// The field paths of a validation error (empty for `Ok`), for tests.
+#[cfg(test)]
+pub(crate) fn invalid_paths(result: Result<()>) -> Vec<String> {
+    match result {
+        Ok(()) => vec![],
+        Err(CoreError::InvalidInput(errors)) => errors.into_iter().map(|e| e.path).collect(),
+        Err(e) => panic!("not a validation error: {e}"),
+    }
+}
+
 impl CoreError {
     /// A validation error on one field.
     pub fn invalid(path: &str, message: impl Into<String>) -> Self {

@@ -140,6 +140,15 @@ pub async fn check_admin(ctx: &Context) -> Result<UserSecured> {
     Ok(user)
 }
 
+/// The read policy of the signed-in session's user.
+async fn session_policy(ctx: &Context) -> Result<AccessPolicy> {
+    let user = check_user(ctx).await?;
+    ctx.locator
+        .access_policy()
+        .policy_for(user.id.as_rowid()?)
+        .await
+}
+
 fn rowids(ids: Option<Vec<ID>>) -> Result<Vec<i64>> {
     ids.unwrap_or_default()
         .iter()
@@ -402,12 +411,7 @@ impl Query {
         rev: Option<String>,
         query: String,
     ) -> Result<RepositoryGrepOutput> {
-        let user = check_user(ctx).await?;
-        let policy = ctx
-            .locator
-            .access_policy()
-            .policy_for(user.id.as_rowid()?)
-            .await?;
+        let policy = session_policy(ctx).await?;
         ctx.locator
             .repository()
             .grep(&policy, kind, &id, rev.as_deref(), &query)
@@ -422,12 +426,7 @@ impl Query {
         rev: Option<String>,
         pattern: String,
     ) -> Result<Vec<FileEntrySearchResult>> {
-        let user = check_user(ctx).await?;
-        let policy = ctx
-            .locator
-            .access_policy()
-            .policy_for(user.id.as_rowid()?)
-            .await?;
+        let policy = session_policy(ctx).await?;
         ctx.locator
             .repository()
             .search_files(&policy, kind, &id, rev.as_deref(), &pattern)
