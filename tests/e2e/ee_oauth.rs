@@ -457,6 +457,20 @@ async fn oidc_and_github_sign_in_against_loopback_providers() {
             .contains("no account for stranger@example.com")
     );
 
+    // An expired invitation counts as none.
+    create_invitation(&server, &owner, "late@example.com").await;
+    sqlite(
+        &server,
+        "UPDATE invitations SET created_at = DATETIME('now', '-8 days') WHERE email = 'late@example.com';",
+    );
+    idp.set(Mode::Good, "late@example.com");
+    let (result, _) = trip(&server, "oidc", false).await;
+    assert!(
+        result
+            .unwrap_err()
+            .contains("no account for late@example.com")
+    );
+
     // The invited address signs in; its account is made from the ID token.
     create_invitation(&server, &owner, "invited@example.com").await;
     idp.set(Mode::Good, "invited@example.com");

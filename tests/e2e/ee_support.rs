@@ -330,6 +330,16 @@ pub async fn restrict_to_new_group(
     group
 }
 
+/// Runs `sql` on the server's database with the `sqlite3` CLI (to age rows in tests).
+pub fn sqlite(server: &TabbyServer, sql: &str) {
+    let out = std::process::Command::new("sqlite3")
+        .arg(server.root().join("ee/db.sqlite"))
+        .arg(format!("PRAGMA busy_timeout = 5000; {sql}"))
+        .output()
+        .expect("sqlite3");
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// Fails if any file of the server's database directory holds `secret` byte for byte (it
 /// must be stored sealed or hashed).
 pub fn assert_not_stored_in_clear(server: &TabbyServer, secret: &str) {

@@ -246,7 +246,12 @@ impl OAuthServiceImpl {
             .as_deref()
             .map(str::trim)
             .filter(|n| !n.is_empty());
-        let invitation = self.db.get_invitation_by_email(email).await?;
+        // An expired invitation counts as none, as for registration with a password.
+        let invitation = self
+            .db
+            .get_invitation_by_email(email)
+            .await?
+            .filter(|i| !self.auth.invitation_expired(i));
         let id = if let Some(invitation) = invitation {
             self.auth.check_seat().await?;
             self.db

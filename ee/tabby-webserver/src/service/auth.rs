@@ -265,7 +265,7 @@ impl AuthServiceImpl {
         Ok(true)
     }
 
-    fn invitation_expired(&self, invitation: &InvitationDAO) -> bool {
+    pub(crate) fn invitation_expired(&self, invitation: &InvitationDAO) -> bool {
         let days = self.directory.security().invitation_expiry_days;
         invitation.created_at + chrono::Duration::days(i64::from(days)) <= chrono::Utc::now()
     }
