@@ -658,6 +658,14 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
             .any(|i| i["path"] == "src/cart.py" && i["symbols"][0][1] == "cart_total"),
         "{requested}"
     );
+    assert!(
+        requested
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["origin"] == "source"),
+        "each item names its origin: {requested}"
+    );
 
     // REST validation.
     for body in [

@@ -159,7 +159,7 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
                     hit: CodeSearchHit {
                         scores,
                         doc: CodeSearchDocument {
-                            origin: CodeOrigin::of(&item.path, &item.excerpt),
+                            origin: item.origin,
                             file_id: format!("{}:::{}", item.source_id, item.path),
                             chunk_id: format!("{}:{}", item.path, item.start_line),
                             body: item.excerpt,
@@ -193,6 +193,8 @@ pub struct PackItem {
     pub symbols: Vec<(String, String)>,
     pub reasons: Vec<Reason>,
     pub excerpt: String,
+    /// Source, generated or vendored, judged on the whole file (markers sit in its head).
+    pub origin: CodeOrigin,
 }
 
 /// What was looked for and not found.
@@ -768,7 +770,9 @@ impl ContextService {
             let commit = cache
                 .snapshot(&self.files, repos, c.repo)
                 .and_then(|s| s.commit.clone());
+            let origin = CodeOrigin::of(&c.path, &text);
             items.push(PackItem {
+                origin,
                 repository: repository_name(repo),
                 source_id: repo.source_id.clone(),
                 git_url: redact_credentials(&repo.git_url),
