@@ -136,6 +136,16 @@ impl DbConn {
     }
 }
 
+/// The lowercase hex SHA-256 of a secret as stored (refresh tokens, reset codes): trimmed and
+/// lowercased first, since the secrets are hex.
+fn secret_digest(secret: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(secret.trim().to_ascii_lowercase().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A new random token of 32 lowercase hex digits (122 random bits).
 fn random_hex() -> String {
     uuid::Uuid::new_v4().simple().to_string()

@@ -4,10 +4,8 @@
 //! ([`DbConn::redeem_password_reset`]) deletes it in the same statement, so it works once even
 //! under concurrent requests.
 
+use crate::{DbConn, DbError, DbResult, error::expect_one, random_hex, secret_digest as digest};
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
-
-use crate::{DbConn, DbError, DbResult, error::expect_one, random_hex};
 
 /// A pending reset; `code` is the secret itself only in what `create_password_reset` returns
 /// (the table holds its digest).
@@ -17,13 +15,6 @@ pub struct PasswordResetDAO {
     pub user_id: i64,
     pub code: String,
     pub created_at: DateTime<Utc>,
-}
-
-fn digest(code: &str) -> String {
-    Sha256::digest(code.trim().to_ascii_lowercase().as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 impl DbConn {

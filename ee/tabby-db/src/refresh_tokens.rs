@@ -10,7 +10,6 @@
 //! timestamp in the schema.
 
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 
 use crate::{DbConn, DbError, DbResult, error::expect_one, random_hex};
 
@@ -42,10 +41,7 @@ fn normalize(token: &str) -> String {
 }
 
 fn digest(token: &str) -> String {
-    Sha256::digest(normalize(token).as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::secret_digest(token)
 }
 
 /// A row of `refresh_tokens`; `token` is the secret itself when just issued (the table only

@@ -4,7 +4,11 @@
 use async_trait::async_trait;
 use juniper::{GraphQLEnum, GraphQLInputObject, GraphQLObject};
 
-use crate::{CoreError, Result, ValidationError, auth::validate_email};
+use crate::{
+    CoreError, Result, ValidationError,
+    auth::validate_email,
+    validate::{is_host, is_plain, is_port},
+};
 
 /// How the connection to the SMTP server is secured (upstream's names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, GraphQLEnum)]
@@ -93,8 +97,6 @@ pub struct EmailSettingInput {
     pub smtp_password: Option<String>,
 }
 
-/// The longest host name DNS allows.
-const MAX_HOST_LEN: usize = 253;
 const MAX_CREDENTIAL_LEN: usize = 256;
 
 impl EmailSettingInput {
@@ -109,30 +111,23 @@ impl EmailSettingInput {
         let host = self.smtp_server.trim();
         if host.is_empty() {
             push("smtpServer", "The SMTP server is required");
-        } else if host.len() > MAX_HOST_LEN
-            || !host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
-            || host.starts_with(['-', '.'])
-        {
+        } else if !is_host(host) {
             push(
                 "smtpServer",
                 "The SMTP server must be a host name or an IP address, without scheme or port",
             );
         }
-        if !(1..=65535).contains(&self.smtp_port) {
+        if !is_port(self.smtp_port) {
             push("smtpPort", "The port must be between 1 and 65535");
         }
-        if self.smtp_username.len() > MAX_CREDENTIAL_LEN
-            || self.smtp_username.chars().any(char::is_control)
-        {
+        if !is_plain(&self.smtp_username, MAX_CREDENTIAL_LEN) {
             push(
                 "smtpUsername",
                 "The user name must be at most 256 characters, without control characters",
             );
         }
         if let Some(password) = &self.smtp_password
-            && (password.len() > MAX_CREDENTIAL_LEN || password.chars().any(char::is_control))
+            && !is_plain(password, MAX_CREDENTIAL_LEN)
         {
             push(
                 "smtpPassword",

@@ -7,7 +7,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use juniper::{GraphQLEnum, GraphQLInputObject, GraphQLObject};
 
-use crate::{CoreError, Result, ValidationError, auth::TokenAuthResponse};
+use crate::{
+    CoreError, Result, ValidationError,
+    auth::TokenAuthResponse,
+    validate::{is_host, is_plain, is_port},
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, GraphQLEnum)]
 pub enum LdapEncryption {
@@ -135,20 +139,13 @@ impl UpdateLdapCredentialInput {
                 message: message.into(),
             })
         };
-        let host = self.host.trim();
-        if host.is_empty()
-            || host.len() > 253
-            || host.starts_with(['-', '.'])
-            || !host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'))
-        {
+        if !is_host(self.host.trim()) {
             push(
                 "host",
                 "The host must be a host name or an IP address, without scheme or port",
             );
         }
-        if !(1..=65535).contains(&self.port) {
+        if !is_port(self.port) {
             push("port", "The port must be between 1 and 65535");
         }
         for (path, value) in [
@@ -156,12 +153,12 @@ impl UpdateLdapCredentialInput {
             ("baseDn", self.base_dn.as_str()),
             ("userFilter", self.user_filter.as_str()),
         ] {
-            if value.len() > MAX_LEN || value.chars().any(char::is_control) {
+            if !is_plain(value, MAX_LEN) {
                 push(path, "At most 1024 characters, without control characters");
             }
         }
         if let Some(password) = &self.bind_password
-            && (password.len() > MAX_LEN || password.chars().any(char::is_control))
+            && !is_plain(password, MAX_LEN)
         {
             push(
                 "bindPassword",

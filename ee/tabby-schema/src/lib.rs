@@ -22,6 +22,7 @@ pub mod setting;
 pub mod thread;
 pub mod usage;
 pub mod user_group;
+mod validate;
 
 pub use error::{CoreError, Result, ValidationError};
 pub use id::{AsID, AsRowid, decode_id, encode_id};

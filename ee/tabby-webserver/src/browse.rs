@@ -239,7 +239,9 @@ impl CodeBrowser {
                 Some((dir, _)) => (true, format!("{prefix}{dir}")),
                 None => (false, file.clone()),
             };
-            if entries.last() != Some(&entry) && !entries.contains(&entry) {
+            // Files are sorted, so the files of one directory are contiguous: comparing
+            // with the last entry is enough.
+            if entries.last() != Some(&entry) {
                 entries.push(entry);
             }
         }
@@ -302,7 +304,7 @@ impl CodeBrowser {
                 continue;
             };
             read += bytes.len() as u64;
-            if bytes[..bytes.len().min(8000)].contains(&0) {
+            if tabby_index::code::filter::looks_binary(&bytes) {
                 continue;
             }
             let text = String::from_utf8_lossy(&bytes);

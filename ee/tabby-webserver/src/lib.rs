@@ -20,6 +20,7 @@ pub mod jwt;
 pub mod ldap;
 pub mod mail;
 pub mod oauth;
+mod outbound;
 pub mod password;
 pub mod ratelimit;
 mod routes;

@@ -311,8 +311,7 @@ pub async fn repository_file(
                 .into_response()
         }
         crate::browse::Entry::File(bytes) => {
-            let text =
-                !bytes[..bytes.len().min(8000)].contains(&0) && std::str::from_utf8(&bytes).is_ok();
+            let text = tabby_index::code::filter::as_text(&bytes).is_ok();
             let mut response = bytes.into_response();
             let headers = response.headers_mut();
             headers.insert(

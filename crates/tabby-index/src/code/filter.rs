@@ -34,12 +34,17 @@ impl fmt::Display for SkipReason {
     }
 }
 
+/// Whether `bytes` look like a binary file: a NUL in the first 8 KiB, as git judges.
+pub fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8192)].contains(&0)
+}
+
 /// Decodes `bytes` as text, or says why the file is not indexable text.
 pub fn as_text(bytes: &[u8]) -> Result<&str, SkipReason> {
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(SkipReason::TooLarge);
     }
-    if bytes[..bytes.len().min(8192)].contains(&0) {
+    if looks_binary(bytes) {
         return Err(SkipReason::Binary);
     }
     std::str::from_utf8(bytes).map_err(|_| SkipReason::Binary)

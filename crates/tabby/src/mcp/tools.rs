@@ -804,7 +804,7 @@ fn grep(
                 continue;
             };
             scanned += bytes.len() as u64;
-            if bytes[..bytes.len().min(8000)].contains(&0) {
+            if tabby_index::code::filter::looks_binary(&bytes) {
                 continue;
             }
             let content = String::from_utf8_lossy(&bytes);

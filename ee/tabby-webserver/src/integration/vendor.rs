@@ -16,16 +16,9 @@ const PER_PAGE: usize = 100;
 /// 100 pages of 100: a token that sees more than 10,000 repositories is cut there.
 const MAX_PAGES: usize = 100;
 const MAX_PAGE_BYTES: usize = 16 << 20;
-const USER_AGENT: &str = concat!("tabby-rs/", env!("CARGO_PKG_VERSION"));
 
 pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .connect_timeout(Duration::from_secs(5))
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(USER_AGENT)
-        .build()
-        .expect("the HTTP client builds")
+    crate::outbound::client(Duration::from_secs(20))
 }
 
 /// The `rel="next"` URL of a `Link` header.
@@ -131,10 +124,9 @@ pub async fn list_repositories(
         if !status.is_success() {
             return Err(refusal(vendor, status, &headers));
         }
-        let bytes = response.bytes().await.context("cannot read the page")?;
-        if bytes.len() > MAX_PAGE_BYTES {
-            bail!("{vendor} sent a page larger than 16 MiB");
-        }
+        let bytes =
+            crate::outbound::read_bounded(response, MAX_PAGE_BYTES, &format!("{vendor}'s page"))
+                .await?;
         let page: Vec<Value> = serde_json::from_slice(&bytes)
             .with_context(|| format!("{vendor}'s page is not a JSON list"))?;
         for repo in &page {

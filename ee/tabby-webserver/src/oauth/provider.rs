@@ -15,7 +15,6 @@ use tabby_schema::oauth::OAuthProvider;
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
 /// Clock skew allowed on `exp`/`iat`/`nbf`.
 const LEEWAY_SECS: u64 = 60;
-const USER_AGENT: &str = concat!("tabby-rs/", env!("CARGO_PKG_VERSION"));
 
 /// What a flow needs from a provider's configuration.
 #[derive(Clone, Debug)]
@@ -42,31 +41,12 @@ pub struct Identity {
 }
 
 pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .connect_timeout(Duration::from_secs(5))
-        // Token and key endpoints answer directly; a redirect is not followed.
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(USER_AGENT)
-        .build()
-        .expect("the HTTP client builds")
+    crate::outbound::client(Duration::from_secs(10))
 }
 
 async fn json(response: reqwest::Response, what: &str) -> anyhow::Result<Value> {
     let status = response.status();
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
-    {
-        bail!("{what}: the answer is larger than 1 MiB");
-    }
-    let bytes = response
-        .bytes()
-        .await
-        .with_context(|| format!("{what}: cannot read the answer"))?;
-    if bytes.len() > MAX_RESPONSE_BYTES {
-        bail!("{what}: the answer is larger than 1 MiB");
-    }
+    let bytes = crate::outbound::read_bounded(response, MAX_RESPONSE_BYTES, what).await?;
     let value: Value = serde_json::from_slice(&bytes)
         .with_context(|| format!("{what}: the answer ({status}) is not JSON"))?;
     if !status.is_success() {
