@@ -369,6 +369,20 @@ enum Kernel {
     Portable,
 }
 
+/// Whether products are summed with AVX2 alone (whose per-lane float rounding differs from
+/// the VNNI and portable kernels'; see `qwen_greedy_fim_matches_llama_cpp`).
+#[cfg(test)]
+pub(crate) fn uses_avx2_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        kernel() == Kernel::Avx2
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 fn kernel() -> Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
     *KERNEL.get_or_init(|| {
