@@ -899,8 +899,9 @@ const INTEGRATION_KINDS = [["GITHUB", "GitHub"], ["GITLAB", "GitLab"], ["GITHUB_
 async function integrationsPage() {
   const data = await gql(`{
     integrations { edges { node { id kind displayName apiBase status message } } }
-    integratedRepositories(first: 500) { edges { node { integrationId displayName gitUrl } } }
+    integratedRepositories(first: 500) { edges { node { id integrationId displayName gitUrl active jobInfo { lastJobRun { ${JOB_RUN_FIELDS} } } } } }
   }`);
+  const cells = new Map();
   const repos = data.integratedRepositories.edges.map((e) => e.node);
   const form = h("form.card", { onsubmit: action(async () => {
     const v = formValues(form);
@@ -923,8 +924,15 @@ async function integrationsPage() {
       h("h2", node.displayName, " ", h(`span.badge.${node.status === "READY" ? "ok" : node.status === "FAILED" ? "bad" : "pending"}`, node.status.toLowerCase())),
       h("p.muted", `${INTEGRATION_KINDS.find(([k]) => k === node.kind)?.[1] ?? node.kind} · ${node.apiBase}`),
       node.message ? h("p.error", node.message) : null,
-      h("ul", repos.filter((r) => r.integrationId === node.id).map((r) => h("li", r.displayName, " ", h("code.small", r.gitUrl)))),
-      h("p.muted.small", "Indexing these repositories' code, issues and pull requests is not built yet; add one under Repositories by its git URL to index it."),
+      h("table", h("tbody", repos.filter((r) => r.integrationId === node.id).map((r) => h("tr", { "data-provided": r.displayName },
+        h("td", h("strong", r.displayName), h("br"), h("small.muted", r.gitUrl)),
+        r.active ? statusCell(r.jobInfo.lastJobRun, cells) : h("td.muted", "not indexed"),
+        h("td", h("button", { type: "button", onclick: action(async () => {
+          await gql(`mutation($id: ID!, $a: Boolean!) { updateIntegratedRepositoryActive(id: $id, active: $a) }`, { id: r.id, a: !r.active });
+          await integrationsPage();
+          showNotice(r.active ? `${r.displayName} is no longer indexed.` : `${r.displayName} is being indexed: code, issues and pull requests.`);
+        }) }, r.active ? "Stop indexing" : "Index")))))),
+      h("p.muted.small", "Indexed repositories are context for completions, search and the Answer Engine, under the read policies set on the Repositories page."),
       h("button", { type: "button", onclick: action(async () => {
         await gql(`mutation($c: String!) { triggerJobRun(command: $c) }`, { c: JSON.stringify({ SyncThirdPartyRepositories: node.id }) });
         showNotice("Sync started.");
@@ -934,6 +942,7 @@ async function integrationsPage() {
         await gql(`mutation($id: ID!, $k: IntegrationKind!) { deleteIntegration(id: $id, kind: $k) }`, { id: node.id, k: node.kind });
         await integrationsPage();
       }) }, "Remove"))));
+  watchRuns(cells);
 }
 
 // ---- admin: mail and security ----
@@ -1232,7 +1241,7 @@ async function repositoriesPage() {
     const db = dbRepos.get(repo.sourceId);
     return h("tr", { "data-repository": repo.name },
       h("td", h("strong", repo.name), h("br"), h("small.muted", repo.gitUrl)),
-      h("td", repo.kind === "GIT_CONFIG" ? "config.toml" : "added here"),
+      h("td", repo.kind === "GIT_CONFIG" ? "config.toml" : repo.kind === "GIT" ? "added here" : "integration"),
       statusCell(repo.jobInfo.lastJobRun, cells),
       h("td", granted.length ? granted.map((g) => h("span.tag", g.name, " ", h("button.link", { type: "button", "aria-label": `Revoke ${g.name}`, onclick: action(async () => {
         const last = granted.length === 1;

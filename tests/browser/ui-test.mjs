@@ -304,8 +304,16 @@ await step("connect a GitHub Enterprise integration", async () => {
     await page.getByRole("heading", { name: "Integrations", exact: true }).waitFor();
   }
   await page.locator('[data-integration="Octo"] .badge.ok').waitFor();
-  await page.locator('[data-integration="Octo"] li').filter({ hasText: "octo/a" }).waitFor();
+  const row = page.locator('[data-integration="Octo"] [data-provided="octo/a"]');
+  await row.waitFor();
+  // Turning indexing on and off again (the fake vendor serves no git, so the run itself fails).
+  await row.getByRole("button", { name: "Index", exact: true }).click();
+  await page.getByRole("status").filter({ hasText: "octo/a is being indexed" }).waitFor();
+  await page.locator('[data-integration="Octo"] [data-provided="octo/a"]').getByRole("button", { name: "Stop indexing" }).waitFor();
   await shot("integrations");
+  await page.locator('[data-integration="Octo"] [data-provided="octo/a"]').getByRole("button", { name: "Stop indexing" }).click();
+  await page.getByRole("status").filter({ hasText: "octo/a is no longer indexed" }).waitFor();
+  await page.locator('[data-integration="Octo"] [data-provided="octo/a"]').getByRole("button", { name: "Index", exact: true }).waitFor();
 });
 
 await step("editor chat page", async () => {

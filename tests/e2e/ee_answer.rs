@@ -82,7 +82,7 @@ const MY_THREADS: &str = "{ myThreads { edges { node { id userId isEphemeral } }
 
 /// A thread run as the client received it.
 #[derive(Debug)]
-struct Run {
+pub(crate) struct Run {
     items: Vec<Value>,
 }
 
@@ -95,7 +95,7 @@ impl Run {
     }
 
     /// The only item of `typename`.
-    fn one(&self, typename: &str) -> &Value {
+    pub(crate) fn one(&self, typename: &str) -> &Value {
         let found: Vec<&Value> = self
             .items
             .iter()
@@ -204,7 +204,11 @@ async fn open(server: &TabbyServer, token: &str, query: &str, variables: Value) 
     socket
 }
 
-async fn create_and_run(server: &TabbyServer, token: &str, input: Value) -> Result<Run, Value> {
+pub(crate) async fn create_and_run(
+    server: &TabbyServer,
+    token: &str,
+    input: Value,
+) -> Result<Run, Value> {
     subscribe(
         server,
         token,
@@ -231,7 +235,7 @@ fn options(mut options: Value) -> Value {
 }
 
 /// `createThreadAndRun`'s input for `question` with `options`.
-fn ask(question: &str, run_options: Value) -> Value {
+pub(crate) fn ask(question: &str, run_options: Value) -> Value {
     json!({"thread": {"userMessage": {"content": question}}, "options": options(run_options)})
 }
 

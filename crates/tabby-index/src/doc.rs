@@ -1,4 +1,5 @@
-//! The structured-doc corpus: web pages, commits and ingested documents, written to the same
+//! The structured-doc corpus: web pages, commits, issues, pull/merge requests and ingested
+//! documents, written to the same
 //! index as code. Each document is one document row (`attributes`: `kind` plus the kind's
 //! fields) and N chunk rows (the stored `chunk_text`, BM25 tokens and words, and the
 //! embedding's tokens and bits when a model is set). Re-adding a document replaces it.
@@ -47,6 +48,25 @@ pub enum DocFields {
         link: Option<String>,
         body: String,
     },
+    /// A GitHub issue or GitLab issue of a provided repository.
+    Issue {
+        title: String,
+        link: String,
+        /// The vendor's login of the author.
+        author: Option<String>,
+        body: String,
+        closed: bool,
+    },
+    /// A GitHub pull request or GitLab merge request; `diff` is its patch summary (the
+    /// changed files, then the start of the patch).
+    Pull {
+        title: String,
+        link: String,
+        author: Option<String>,
+        body: String,
+        diff: String,
+        merged: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -81,15 +101,39 @@ impl StructuredDoc {
                 link,
                 ..
             } => json!({"kind": "ingested", "doc_id": doc_id, "title": title, "link": link}),
+            DocFields::Issue {
+                title,
+                link,
+                author,
+                body,
+                closed,
+            } => json!({"kind": "issue", "title": title, "link": link, "author": author,
+                        "body": body, "closed": closed}),
+            DocFields::Pull {
+                title,
+                link,
+                author,
+                body,
+                diff,
+                merged,
+            } => json!({"kind": "pull", "title": title, "link": link, "author": author,
+                        "body": body, "diff": diff, "merged": merged}),
         }
     }
 
-    /// The title (part of every chunk's words) and the text to chunk.
-    fn title_and_text(&self) -> (&str, &str) {
+    /// The title (part of every chunk's words) and the text to chunk: a pull request's
+    /// patch summary follows its description.
+    fn title_and_text(&self) -> (&str, std::borrow::Cow<'_, str>) {
         match &self.fields {
-            DocFields::Web { title, body, .. } => (title, body),
-            DocFields::Commit { message, .. } => ("", message),
-            DocFields::Ingested { title, body, .. } => (title, body),
+            DocFields::Web { title, body, .. } => (title, body.into()),
+            DocFields::Commit { message, .. } => ("", message.into()),
+            DocFields::Ingested { title, body, .. } | DocFields::Issue { title, body, .. } => {
+                (title, body.into())
+            }
+            DocFields::Pull {
+                title, body, diff, ..
+            } if !diff.is_empty() => (title, format!("{body}\n\n{diff}").into()),
+            DocFields::Pull { title, body, .. } => (title, body.into()),
         }
     }
 }
@@ -168,7 +212,7 @@ impl DocIndexer {
         self.delete(&doc.id);
         let (title, text) = doc.title_and_text();
         let chunks: Vec<&str> = TextSplitter::new(ChunkConfig::new(DOC_CHUNK_SIZE))
-            .chunks(text)
+            .chunks(&text)
             .collect();
         let chunks = if chunks.is_empty() {
             vec![title]

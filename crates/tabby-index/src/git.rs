@@ -31,13 +31,91 @@ pub fn local_copy(repositories_dir: &Path, git_url: &str) -> PathBuf {
     local_path(git_url).unwrap_or_else(|| mirror_dir(repositories_dir, git_url))
 }
 
+/// Credentials for a remote's host, handed to git as an HTTP header through its environment
+/// (`GIT_CONFIG_COUNT` / `GIT_CONFIG_KEY_n` / `GIT_CONFIG_VALUE_n`): never in the URL, an
+/// argument (which other users can read in the process list) or the mirror's config. The
+/// header is scoped to one origin and redirects are not followed, so it reaches no other
+/// host.
+#[derive(Clone)]
+pub struct GitHttpAuth {
+    /// `https://host[:port]`, the origin the header is sent to.
+    pub origin: String,
+    /// The header's value, e.g. `Basic …`.
+    pub authorization: String,
+}
+
+impl std::fmt::Debug for GitHttpAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GitHttpAuth({}, ***)", self.origin)
+    }
+}
+
+impl GitHttpAuth {
+    /// HTTP basic credentials (`user:secret`) for the origin of `git_url`, which must be an
+    /// https URL.
+    pub fn basic(git_url: &str, user: &str, secret: &str) -> anyhow::Result<Self> {
+        use base64::Engine as _;
+        let origin = https_origin(git_url)?;
+        let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{secret}"));
+        Ok(Self {
+            origin,
+            authorization: format!("Basic {encoded}"),
+        })
+    }
+
+    fn apply(&self, command: &mut Command) {
+        command
+            .env("GIT_CONFIG_COUNT", "2")
+            .env(
+                "GIT_CONFIG_KEY_0",
+                format!("http.{}/.extraHeader", self.origin),
+            )
+            .env(
+                "GIT_CONFIG_VALUE_0",
+                format!("Authorization: {}", self.authorization),
+            )
+            .env("GIT_CONFIG_KEY_1", "http.followRedirects")
+            .env("GIT_CONFIG_VALUE_1", "false");
+    }
+}
+
+/// `https://host[:port]` of an https URL (credentials dropped).
+fn https_origin(git_url: &str) -> anyhow::Result<String> {
+    let url = url::Url::parse(git_url)
+        .map_err(|e| anyhow!("{:?} is not a URL: {e}", redact_url(git_url)))?;
+    if url.scheme() != "https" || url.host_str().is_none() {
+        bail!(
+            "credentials are only sent over https (not to {:?})",
+            redact_url(git_url)
+        );
+    }
+    Ok(url.origin().ascii_serialization())
+}
+
 /// Makes the repository's files available locally: a `file://` URL or absolute path is used
 /// in place (git2 only, never the git CLI); a remote is mirrored (cloned once, fetched
-/// afterwards) under `repositories_dir`. A URL git could read as an option is refused.
-pub fn sync(git_url: &str, repositories_dir: &Path) -> anyhow::Result<RepositorySource> {
+/// afterwards) under `repositories_dir`, with `auth` for its host when given (which must be
+/// `git_url`'s own). A URL git could read as an option is refused.
+pub fn sync_with(
+    git_url: &str,
+    repositories_dir: &Path,
+    auth: Option<&GitHttpAuth>,
+) -> anyhow::Result<RepositorySource> {
     check_git_url(git_url)
         .map_err(|e| anyhow!("git URL {:?} refused: {e}", redact_url(git_url)))?;
+    if let Some(auth) = auth
+        && https_origin(git_url)? != auth.origin
+    {
+        bail!(
+            "the credentials are for {}, not for {:?}",
+            auth.origin,
+            redact_url(git_url)
+        );
+    }
     if let Some(path) = local_path(git_url) {
+        if auth.is_some() {
+            bail!("a local repository takes no credentials");
+        }
         if !path.is_dir() {
             bail!("{} is not a directory", path.display());
         }
@@ -48,8 +126,14 @@ pub fn sync(git_url: &str, repositories_dir: &Path) -> anyhow::Result<Repository
     }
     let dir = mirror_dir(repositories_dir, git_url);
     let redacted = redact_url(git_url);
+    let with_auth = |mut command: Command| {
+        if let Some(auth) = auth {
+            auth.apply(&mut command);
+        }
+        command
+    };
     if dir.join("HEAD").exists() {
-        run_git(&mut fetch_command(&dir, git_url), &redacted)
+        run_git(&mut with_auth(fetch_command(&dir, git_url)), &redacted)
             .with_context(|| format!("cannot fetch {redacted}"))?;
     } else {
         std::fs::create_dir_all(repositories_dir)
@@ -58,7 +142,7 @@ pub fn sync(git_url: &str, repositories_dir: &Path) -> anyhow::Result<Repository
         partial_name.push(".partial");
         let partial = dir.with_file_name(partial_name);
         let _ = std::fs::remove_dir_all(&partial);
-        run_git(&mut clone_command(git_url, &partial), &redacted)
+        run_git(&mut with_auth(clone_command(git_url, &partial)), &redacted)
             .with_context(|| format!("cannot clone {redacted}"))?;
         std::fs::rename(&partial, &dir)
             .with_context(|| format!("cannot move clone into {}", dir.display()))?;
@@ -333,6 +417,59 @@ mod tests {
         }
     }
 
+    /// An integration's token goes to git as a header scoped to the URL's origin, through
+    /// the environment: never in an argument; redirects are off; a URL of another host or a
+    /// local path refuses the credentials before git runs.
+    #[test]
+    fn credentials_travel_in_the_environment_for_one_origin() {
+        let auth = GitHttpAuth::basic(
+            "https://git.example:8443/o/r.git",
+            "x-access-token",
+            "s3cret",
+        )
+        .unwrap();
+        assert_eq!(auth.origin, "https://git.example:8443");
+        assert!(!format!("{auth:?}").contains("s3cret"));
+        let mut clone = clone_command("https://git.example:8443/o/r.git", Path::new("/m/r"));
+        auth.apply(&mut clone);
+        assert!(args(&clone).iter().all(|a| !a.contains("s3cret")));
+        assert_eq!(env(&clone, "GIT_CONFIG_COUNT").as_deref(), Some("2"));
+        assert_eq!(
+            env(&clone, "GIT_CONFIG_KEY_0").as_deref(),
+            Some("http.https://git.example:8443/.extraHeader")
+        );
+        use base64::Engine as _;
+        let value = env(&clone, "GIT_CONFIG_VALUE_0").unwrap();
+        let encoded = value.strip_prefix("Authorization: Basic ").unwrap();
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .unwrap(),
+            b"x-access-token:s3cret"
+        );
+        assert_eq!(
+            env(&clone, "GIT_CONFIG_KEY_1").as_deref(),
+            Some("http.followRedirects")
+        );
+        assert_eq!(env(&clone, "GIT_CONFIG_VALUE_1").as_deref(), Some("false"));
+
+        assert!(GitHttpAuth::basic("http://git.example/o/r", "u", "s").is_err());
+        assert!(GitHttpAuth::basic("ssh://git.example/o/r", "u", "s").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        for url in [
+            "https://evil.example/o/r.git".to_string(),
+            "https://git.example/o/r.git".to_string(),
+            format!("file://{}", dir.path().display()),
+        ] {
+            let err = match sync_with(&url, dir.path(), Some(&auth)) {
+                Ok(_) => panic!("{url} took the credentials"),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(!err.contains("s3cret"), "{err}");
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
     /// An attacker's URL never reaches the git CLI: nothing is run, nothing is created.
     #[test]
     fn option_like_urls_are_refused_before_git_runs() {
@@ -346,7 +483,7 @@ mod tests {
             "ext::sh".to_string(),
             "http://127.0.0.1:1/repo".to_string(),
         ] {
-            let err = match sync(&url, &repositories) {
+            let err = match sync_with(&url, &repositories, None) {
                 Ok(_) => panic!("{url:?} was synced"),
                 Err(e) => format!("{e:#}"),
             };

@@ -12,6 +12,6 @@ pub mod repo_files;
 mod summary;
 
 pub use code::{CodeIndexer, EmbeddingSetup, RepositoryToIndex, document_id};
-pub use git::{ref_commits, remove_stale_mirrors};
+pub use git::{GitHttpAuth, ref_commits, remove_stale_mirrors};
 pub use hash_embedding::HashEmbedding;
 pub use summary::{IndexProgress, NoProgress, RepositorySummary};

@@ -2,7 +2,7 @@
 //! caller) and the repositories their tokens can see (`provided_repositories`).
 
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::{QueryBuilder, Sqlite, types::Json};
 
 use crate::{DbConn, DbResult, Pagination, error::expect_one};
 
@@ -28,6 +28,11 @@ pub struct ProvidedRepositoryDAO {
     pub name: String,
     pub git_url: String,
     pub active: bool,
+    /// Branch/tag names to index; empty: the default branch.
+    #[sqlx(json)]
+    pub refs: Vec<String>,
+    /// When its issues and pull requests were last read (see the migration).
+    pub docs_synced_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -229,8 +234,8 @@ impl DbConn {
         page: Pagination,
     ) -> DbResult<Vec<ProvidedRepositoryDAO>> {
         let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active,
-                    p.created_at, p.updated_at
+            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
+                    p.docs_synced_at, p.created_at, p.updated_at
              FROM provided_repositories p JOIN integrations i ON i.id = p.integration_id
              WHERE 1 = 1",
         );
@@ -254,5 +259,98 @@ impl DbConn {
             .fetch_all(&self.pool)
             .await?;
         Ok(page.finish(rows))
+    }
+
+    /// A provided repository and the integration it belongs to.
+    pub async fn get_provided_repository(
+        &self,
+        id: i64,
+    ) -> DbResult<Option<(ProvidedRepositoryDAO, IntegrationDAO)>> {
+        let Some(repo) = sqlx::query_as::<_, ProvidedRepositoryDAO>(
+            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
+                    p.docs_synced_at, p.created_at, p.updated_at
+             FROM provided_repositories p WHERE p.id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        else {
+            return Ok(None);
+        };
+        Ok(self
+            .get_integration(repo.integration_id)
+            .await?
+            .map(|integration| (repo, integration)))
+    }
+
+    /// Every active provided repository with its integration's kind, oldest first.
+    pub async fn list_active_provided_repositories(
+        &self,
+    ) -> DbResult<Vec<(ProvidedRepositoryDAO, String)>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            #[sqlx(flatten)]
+            repo: ProvidedRepositoryDAO,
+            kind: String,
+        }
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
+                    p.docs_synced_at, p.created_at, p.updated_at, i.kind
+             FROM provided_repositories p JOIN integrations i ON i.id = p.integration_id
+             WHERE p.active ORDER BY p.id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(|r| (r.repo, r.kind)).collect())
+    }
+
+    /// Turns indexing of a provided repository on or off; `refs: None` keeps them.
+    /// Deactivating forgets when its documents were read: they leave the index, and a later
+    /// activation reads them all again.
+    pub async fn update_provided_repository_active(
+        &self,
+        id: i64,
+        active: bool,
+        refs: Option<&[String]>,
+    ) -> DbResult<()> {
+        let result = sqlx::query(
+            "UPDATE provided_repositories SET active = ?, refs = COALESCE(?, refs),
+                 docs_synced_at = CASE WHEN ? THEN docs_synced_at END,
+                 updated_at = DATETIME('now')
+             WHERE id = ?",
+        )
+        .bind(active)
+        .bind(refs.map(Json))
+        .bind(active)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        expect_one(result.rows_affected(), "provided repository")
+    }
+
+    pub async fn update_provided_repository_refs(&self, id: i64, refs: &[String]) -> DbResult<()> {
+        let result = sqlx::query(
+            "UPDATE provided_repositories SET refs = ?, updated_at = DATETIME('now') WHERE id = ?",
+        )
+        .bind(Json(refs))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        expect_one(result.rows_affected(), "provided repository")
+    }
+
+    /// Records that the documents changed since `at` were read (kept only while the
+    /// repository is active).
+    pub async fn set_provided_repository_docs_synced(
+        &self,
+        id: i64,
+        at: DateTime<Utc>,
+    ) -> DbResult<()> {
+        sqlx::query("UPDATE provided_repositories SET docs_synced_at = ? WHERE id = ? AND active")
+            .bind(at)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }

@@ -58,7 +58,8 @@ pub use repositories::RepositoryDAO;
 pub use server_setting::ServerSettingDAO;
 pub use threads::{
     Attachment, AttachmentClientCode, AttachmentCode, AttachmentCodeFileList, AttachmentCommitDoc,
-    AttachmentDoc, AttachmentIngestedDoc, AttachmentWebDoc, ThreadDAO, ThreadMessageDAO,
+    AttachmentDoc, AttachmentIngestedDoc, AttachmentIssueDoc, AttachmentPullDoc, AttachmentWebDoc,
+    ThreadDAO, ThreadMessageDAO,
 };
 pub use user_completions::{CompletionCounter, DailyStatsDAO, DailyStatsQuery};
 pub use user_events::UserEventDAO;

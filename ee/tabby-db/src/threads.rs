@@ -107,8 +107,32 @@ pub struct AttachmentClientCode {
 #[serde(untagged)]
 pub enum AttachmentDoc {
     Commit(AttachmentCommitDoc),
+    // Before `Issue`: a pull has every field of an issue but `closed`, and more.
+    Pull(AttachmentPullDoc),
+    Issue(AttachmentIssueDoc),
     Ingested(AttachmentIngestedDoc),
     Web(AttachmentWebDoc),
+}
+
+/// An issue of a provided repository; `author` is the vendor's login.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttachmentIssueDoc {
+    pub title: String,
+    pub link: String,
+    pub author: Option<String>,
+    pub body: String,
+    pub closed: bool,
+}
+
+/// A pull or merge request; `diff` is its patch summary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AttachmentPullDoc {
+    pub title: String,
+    pub link: String,
+    pub author: Option<String>,
+    pub body: String,
+    pub diff: String,
+    pub merged: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

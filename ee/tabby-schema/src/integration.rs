@@ -76,13 +76,20 @@ pub struct Integration {
 }
 
 #[derive(Clone, Debug, GraphQLObject)]
+#[graphql(context = crate::Context)]
 pub struct ProvidedRepository {
     pub id: ID,
     pub integration_id: ID,
+    /// Whether its code, issues and pull requests are indexed.
     pub active: bool,
     pub display_name: String,
     pub git_url: String,
     pub vendor_id: String,
+    /// The refs indexed (the default branch when none are set), with the commit each
+    /// resolves to in the mirror (empty before the first index run).
+    pub refs: Vec<crate::repository::GitReference>,
+    /// Its `scheduler_github_gitlab` job and the latest run.
+    pub job_info: crate::job::JobInfo,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -91,7 +98,8 @@ connection!(IntegrationConnection, IntegrationEdge, Integration);
 connection!(
     ProvidedRepositoryConnection,
     ProvidedRepositoryEdge,
-    ProvidedRepository
+    ProvidedRepository,
+    crate::Context
 );
 
 #[derive(Clone, Debug, GraphQLInputObject)]
@@ -193,6 +201,15 @@ pub trait IntegrationService: Send + Sync {
         active: Option<bool>,
         page: crate::relay::RelayArgs,
     ) -> Result<ProvidedRepositoryConnection>;
+    /// Turns indexing of a provided repository on (indexed at once) or off (its code and
+    /// documents leave the index); `refs: None` keeps the refs.
+    async fn update_repository_active(
+        &self,
+        id: &ID,
+        active: bool,
+        refs: Option<Vec<String>>,
+    ) -> Result<()>;
+    async fn update_repository_refs(&self, id: &ID, refs: Vec<String>) -> Result<()>;
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub use policy::{AccessPolicy, AnswerSources};
 pub fn job_names() -> &'static [&'static str] {
     &[
         "scheduler_git",
+        "scheduler_github_gitlab",
         "web_crawler",
         "third_party_repository_sync",
         "index_garbage_collection",

@@ -925,6 +925,35 @@ impl Mutation {
         Ok(true)
     }
 
+    /// Indexes a provided repository's code, issues and pull requests (`active: true`, at once
+    /// and hourly), or stops and removes them from the index (`false`).
+    async fn update_integrated_repository_active(
+        ctx: &Context,
+        id: ID,
+        active: bool,
+        refs: Option<Vec<String>>,
+    ) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .integration()
+            .update_repository_active(&id, active, refs)
+            .await?;
+        Ok(true)
+    }
+
+    async fn update_integrated_repository_refs(
+        ctx: &Context,
+        id: ID,
+        refs: Vec<String>,
+    ) -> Result<bool> {
+        check_admin(ctx).await?;
+        ctx.locator
+            .integration()
+            .update_repository_refs(&id, refs)
+            .await?;
+        Ok(true)
+    }
+
     async fn update_ldap_credential(
         ctx: &Context,
         input: UpdateLdapCredentialInput,

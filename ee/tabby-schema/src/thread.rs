@@ -94,8 +94,32 @@ pub struct MessageAttachmentIngestedDoc {
 #[derive(Clone, Debug, GraphQLUnion)]
 pub enum MessageAttachmentDoc {
     Web(MessageAttachmentWebDoc),
+    Issue(MessageAttachmentIssueDoc),
+    Pull(MessageAttachmentPullDoc),
     Commit(MessageAttachmentCommitDoc),
     Ingested(MessageAttachmentIngestedDoc),
+}
+
+/// An issue of a provided GitHub/GitLab repository. `author` is the vendor's login (upstream
+/// resolves it to a user of this server by e-mail; vendors rarely expose e-mails).
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct MessageAttachmentIssueDoc {
+    pub title: String,
+    pub link: String,
+    pub author: Option<String>,
+    pub body: String,
+    pub closed: bool,
+}
+
+/// A pull request (GitHub) or merge request (GitLab); `patch` is its patch summary.
+#[derive(Clone, Debug, GraphQLObject)]
+pub struct MessageAttachmentPullDoc {
+    pub title: String,
+    pub link: String,
+    pub author: Option<String>,
+    pub body: String,
+    pub patch: String,
+    pub merged: bool,
 }
 
 #[derive(Clone, Debug, GraphQLObject)]

@@ -195,7 +195,25 @@ impl CodeBrowser {
                     name: dao.name.clone(),
                 })
             }
-            _ => Err(missing()),
+            RepositoryKind::Github
+            | RepositoryKind::Gitlab
+            | RepositoryKind::GithubSelfHosted
+            | RepositoryKind::GitlabSelfHosted => {
+                let snapshot = self.directory.snapshot().await?;
+                let entry = snapshot
+                    .provided_repositories
+                    .iter()
+                    .find(|p| {
+                        p.repo.id == rowid
+                            && crate::service::repository::provided_kind(p.kind) == kind
+                            && policy.can_read(&crate::directory::provided_source_id(p.repo.id))
+                    })
+                    .ok_or_else(missing)?;
+                Ok(Target {
+                    git_url: entry.repo.git_url.clone(),
+                    name: entry.repo.name.clone(),
+                })
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! An in-memory snapshot of what per-request authorization needs: users (active, admin),
-//! auth tokens, group memberships, read-access grants and the repositories.
+//! auth tokens, group memberships, read-access grants and the repositories (config, added
+//! through GraphQL, and the active ones provided by integrations).
 //!
 //! The REST layer consults it on every editor request, so a completion pays for a hash-map
 //! lookup instead of several SQLite queries. Every service method that changes one of these
@@ -19,7 +20,7 @@ use tabby_common::{
     api::code::{AllowedCodeRepository, CodeRepository},
     config::SecurityConfig,
 };
-use tabby_db::{DbConn, Pagination, RepositoryDAO};
+use tabby_db::{DbConn, Pagination, ProvidedRepositoryDAO, RepositoryDAO};
 use tabby_schema::AccessPolicy;
 
 use crate::password::constant_time_eq;
@@ -41,6 +42,18 @@ pub fn git_source_id(rowid: i64) -> String {
     format!("git:{}", tabby_schema::encode_id(rowid))
 }
 
+/// The source id of a repository provided by a GitHub/GitLab integration (upstream's form).
+pub fn provided_source_id(rowid: i64) -> String {
+    format!("provided_repository:{}", tabby_schema::encode_id(rowid))
+}
+
+/// An active provided repository and its integration's kind.
+#[derive(Clone, Debug)]
+pub struct ProvidedEntry {
+    pub repo: ProvidedRepositoryDAO,
+    pub kind: tabby_schema::integration::IntegrationKind,
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct UserEntry {
     pub active: bool,
@@ -56,6 +69,8 @@ pub struct Snapshot {
     grants: HashMap<String, HashSet<i64>>,
     memberships: HashMap<i64, HashSet<i64>>,
     pub db_repositories: Vec<RepositoryDAO>,
+    /// Active provided repositories (inactive ones are not context).
+    pub provided_repositories: Vec<ProvidedEntry>,
     pub all_repositories: AllowedCodeRepository,
 }
 
@@ -195,6 +210,20 @@ impl Directory {
             git_url: tabby_common::git_url::canonicalize_git_url(&r.git_url),
             source_id: git_source_id(r.id),
         }));
+        let provided_repositories: Vec<ProvidedEntry> = self
+            .db
+            .list_active_provided_repositories()
+            .await?
+            .into_iter()
+            .filter_map(|(repo, kind)| {
+                tabby_schema::integration::IntegrationKind::from_db(&kind)
+                    .map(|kind| ProvidedEntry { repo, kind })
+            })
+            .collect();
+        list.extend(provided_repositories.iter().map(|p| CodeRepository {
+            git_url: tabby_common::git_url::canonicalize_git_url(&p.repo.git_url),
+            source_id: provided_source_id(p.repo.id),
+        }));
         Ok(Snapshot {
             session_epochs,
             tokens: users
@@ -216,6 +245,7 @@ impl Directory {
             grants,
             memberships,
             db_repositories,
+            provided_repositories,
             all_repositories: AllowedCodeRepository { list },
         })
     }

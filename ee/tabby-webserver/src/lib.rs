@@ -126,6 +126,8 @@ impl Webserver {
                 db.clone(),
                 secrets.clone(),
                 jobs.clone(),
+                directory.clone(),
+                options.repositories_dir.clone(),
             )),
             oauth: Arc::new(oauth::OAuthServiceImpl::new(
                 db.clone(),

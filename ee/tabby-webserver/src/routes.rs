@@ -256,6 +256,10 @@ pub async fn repository_file(
     let kind = match params.get("kind").map(String::as_str) {
         Some("git") => RepositoryKind::Git,
         Some("gitconfig") => RepositoryKind::GitConfig,
+        Some("github") => RepositoryKind::Github,
+        Some("gitlab") => RepositoryKind::Gitlab,
+        Some("githubselfhosted") => RepositoryKind::GithubSelfHosted,
+        Some("gitlabselfhosted") => RepositoryKind::GitlabSelfHosted,
         _ => return WebError::not_found("Repository not found").into_response(),
     };
     let id = juniper::ID::new(params.get("id").cloned().unwrap_or_default());

@@ -1,4 +1,5 @@
-//! Search over the `structured_doc` corpus (web pages, commits, ingested documents) as the
+//! Search over the `structured_doc` corpus (web pages, commits, issues, pull requests,
+//! ingested documents) as the
 //! Answer Engine sees it: a trait and its hit types. The implementation lives in the server.
 
 use async_trait::async_trait;
@@ -24,6 +25,22 @@ pub enum DocSearchDocument {
         title: String,
         body: String,
         link: Option<String>,
+    },
+    Issue {
+        title: String,
+        link: String,
+        author: Option<String>,
+        body: String,
+        closed: bool,
+    },
+    Pull {
+        title: String,
+        link: String,
+        author: Option<String>,
+        body: String,
+        /// The patch summary.
+        diff: String,
+        merged: bool,
     },
 }
 

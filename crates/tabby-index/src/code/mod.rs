@@ -208,6 +208,19 @@ impl CodeIndexer {
         repositories_dir: &Path,
         progress: &dyn IndexProgress,
     ) -> anyhow::Result<RepositorySummary> {
+        self.index_repository_with(repo, repositories_dir, progress, None)
+            .await
+    }
+
+    /// [`Self::index_repository`], fetching with `auth` (an integration's token for its
+    /// host).
+    pub async fn index_repository_with(
+        &mut self,
+        repo: &RepositoryToIndex,
+        repositories_dir: &Path,
+        progress: &dyn IndexProgress,
+        auth: Option<&git::GitHttpAuth>,
+    ) -> anyhow::Result<RepositorySummary> {
         let started = Instant::now();
         let redacted = redact_credentials(&repo.git_url);
         let mut summary = RepositorySummary::new(&redacted);
@@ -215,7 +228,8 @@ impl CodeIndexer {
         let source = {
             let url = repo.git_url.clone();
             let dir = repositories_dir.to_path_buf();
-            tokio::task::spawn_blocking(move || git::sync(&url, &dir))
+            let auth = auth.cloned();
+            tokio::task::spawn_blocking(move || git::sync_with(&url, &dir, auth.as_ref()))
                 .await
                 .context("sync task failed")??
         };

@@ -106,7 +106,7 @@ pub fn definitions() -> Vec<Tool> {
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "What to look for, in words."},
-                    "kind": {"type": "string", "enum": ["web", "ingested", "commit"], "description": "Only this kind of document."},
+                    "kind": {"type": "string", "enum": ["web", "ingested", "commit", "issue", "pull"], "description": "Only this kind of document."},
                     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_DOC_HITS, "default": 5}
                 },
                 "required": ["query"],
@@ -954,6 +954,8 @@ enum DocKind {
     Web,
     Ingested,
     Commit,
+    Issue,
+    Pull,
 }
 
 async fn search_docs(
@@ -1021,6 +1023,29 @@ async fn search_docs(
                 DocKind::Commit,
                 json!({"kind": "commit", "sha": sha, "message": excerpt(message),
                        "author_email": author_email, "author_at": author_at.to_rfc3339()}),
+            ),
+            DocSearchDocument::Issue {
+                title,
+                link,
+                author,
+                body,
+                closed,
+            } => (
+                DocKind::Issue,
+                json!({"kind": "issue", "title": title, "link": link, "author": author,
+                       "closed": closed, "excerpt": excerpt(body)}),
+            ),
+            DocSearchDocument::Pull {
+                title,
+                link,
+                author,
+                body,
+                diff,
+                merged,
+            } => (
+                DocKind::Pull,
+                json!({"kind": "pull", "title": title, "link": link, "author": author,
+                       "merged": merged, "excerpt": excerpt(&format!("{body}\n\n{diff}"))}),
             ),
         };
         if args.kind.is_some_and(|k| k != kind) || items.len() >= limit {

@@ -78,6 +78,21 @@ fn document(attributes: &Json, chunk_text: &str) -> Option<DocSearchDocument> {
             body: chunk_text.to_string(),
             link: text("link"),
         },
+        "issue" => DocSearchDocument::Issue {
+            title: text("title")?,
+            link: text("link")?,
+            author: text("author"),
+            body: text("body").unwrap_or_default(),
+            closed: attributes["closed"].as_bool().unwrap_or(false),
+        },
+        "pull" => DocSearchDocument::Pull {
+            title: text("title")?,
+            link: text("link")?,
+            author: text("author"),
+            body: text("body").unwrap_or_default(),
+            diff: text("diff").unwrap_or_default(),
+            merged: attributes["merged"].as_bool().unwrap_or(false),
+        },
         _ => return None,
     })
 }

@@ -448,3 +448,100 @@ async fn integrations_sync_their_provided_repositories() {
         "cascade"
     );
 }
+
+#[tokio::test]
+async fn provided_repositories_are_activated_with_refs_and_a_docs_cursor() {
+    let db = DbConn::new_in_memory().await.unwrap();
+    let id = db
+        .create_integration("github", "GitHub", "sealed", None)
+        .await
+        .unwrap();
+    db.sync_provided_repositories(
+        id,
+        &[tabby_db::VendorRepository {
+            vendor_id: "7".into(),
+            name: "o/r".into(),
+            git_url: "https://github.com/o/r.git".into(),
+        }],
+    )
+    .await
+    .unwrap();
+    let repo = db
+        .list_provided_repositories(&[id], None, None, Pagination::all())
+        .await
+        .unwrap()
+        .remove(0);
+    assert!(!repo.active && repo.refs.is_empty() && repo.docs_synced_at.is_none());
+    assert!(
+        db.list_active_provided_repositories()
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // The cursor is only kept while the repository is active.
+    let at = chrono::Utc::now();
+    db.set_provided_repository_docs_synced(repo.id, at)
+        .await
+        .unwrap();
+    assert!(
+        db.get_provided_repository(repo.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .0
+            .docs_synced_at
+            .is_none()
+    );
+
+    db.update_provided_repository_active(repo.id, true, Some(&["main".to_string()]))
+        .await
+        .unwrap();
+    db.set_provided_repository_docs_synced(repo.id, at)
+        .await
+        .unwrap();
+    let (stored, integration) = db.get_provided_repository(repo.id).await.unwrap().unwrap();
+    assert!(stored.active);
+    assert_eq!(stored.refs, ["main"]);
+    assert_eq!(
+        stored.docs_synced_at.map(|t| t.timestamp()),
+        Some(at.timestamp())
+    );
+    assert_eq!(integration.id, id);
+    let active = db.list_active_provided_repositories().await.unwrap();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].1, "github");
+
+    // A re-sync keeps activation and refs; refs: None keeps them on update.
+    db.sync_provided_repositories(
+        id,
+        &[tabby_db::VendorRepository {
+            vendor_id: "7".into(),
+            name: "o/renamed".into(),
+            git_url: "https://github.com/o/renamed.git".into(),
+        }],
+    )
+    .await
+    .unwrap();
+    db.update_provided_repository_active(repo.id, true, None)
+        .await
+        .unwrap();
+    let (stored, _) = db.get_provided_repository(repo.id).await.unwrap().unwrap();
+    assert!(stored.active && stored.refs == ["main"] && stored.docs_synced_at.is_some());
+
+    db.update_provided_repository_refs(repo.id, &["dev".to_string()])
+        .await
+        .unwrap();
+    db.update_provided_repository_active(repo.id, false, None)
+        .await
+        .unwrap();
+    let (stored, _) = db.get_provided_repository(repo.id).await.unwrap().unwrap();
+    assert!(!stored.active && stored.refs == ["dev"] && stored.docs_synced_at.is_none());
+
+    assert!(
+        db.update_provided_repository_active(9999, true, None)
+            .await
+            .is_err()
+    );
+    assert!(db.get_provided_repository(9999).await.unwrap().is_none());
+}

@@ -4,8 +4,11 @@
 //! ([`vendor`]) into `provided_repositories`, at creation, on every change and hourly. A
 //! failed sync keeps the last list and shows its error on the integration.
 //!
-//! Not built yet: indexing a provided repository's code and its issues and pull/merge
-//! requests (`SchedulerGithubGitlabRepository`), and with it activating one.
+//! An admin activates a provided repository; the `SchedulerGithubGitlabRepository` job
+//! (`job/index_provided.rs`) then indexes its code, cloned with the token
+//! ([`IntegrationAccess::git_auth`]: a header for the vendor's own host only), and its issues
+//! and pull/merge requests, at once and hourly. Its source id is
+//! `provided_repository:<id>`, under the same read policies as every other source.
 
 pub mod vendor;
 
@@ -26,6 +29,7 @@ use tabby_schema::{
 };
 
 use crate::{
+    directory::Directory,
     job::{BackgroundJobEvent, JobService},
     secret_box::SecretBox,
 };
@@ -46,6 +50,28 @@ impl IntegrationSync {
             secrets,
             http: vendor::http_client(),
         }
+    }
+
+    /// The opened token and API base of `integration`.
+    pub fn access(&self, integration: &IntegrationDAO) -> anyhow::Result<IntegrationAccess> {
+        let kind = IntegrationKind::from_db(&integration.kind)
+            .context("the stored integration kind is invalid")?;
+        Ok(IntegrationAccess {
+            kind,
+            base: api_base(kind, integration),
+            token: self
+                .secrets
+                .open(TOKEN_PURPOSE, &integration.access_token)
+                .context("the integration's token")?,
+        })
+    }
+
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub fn db(&self) -> &DbConn {
+        &self.db
     }
 
     /// Lists the repositories of integration `id` into `provided_repositories`; on failure
@@ -81,6 +107,59 @@ impl IntegrationSync {
     }
 }
 
+/// What calls to an integration's vendor need.
+pub struct IntegrationAccess {
+    pub kind: IntegrationKind,
+    pub base: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for IntegrationAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IntegrationAccess({:?}, {}, ***)", self.kind, self.base)
+    }
+}
+
+impl IntegrationAccess {
+    pub fn api<'a>(&'a self, http: &'a reqwest::Client) -> vendor::Api<'a> {
+        vendor::Api {
+            http,
+            kind: self.kind,
+            base: &self.base,
+            token: &self.token,
+        }
+    }
+
+    /// The token as git credentials for cloning `git_url`, which must be an https URL on
+    /// the vendor's own host (the API's host, or the host it is `api.` of: `github.com` for
+    /// `api.github.com`): a listing that points clones elsewhere never gets the token.
+    pub fn git_auth(&self, git_url: &str) -> anyhow::Result<tabby_index::GitHttpAuth> {
+        let api_host = url::Url::parse(&self.base)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+            .context("the integration's API base has no host")?;
+        let clone_host = url::Url::parse(git_url)
+            .ok()
+            .filter(|u| u.scheme() == "https")
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+        let allowed = |host: &str| host == api_host || api_host.strip_prefix("api.") == Some(host);
+        match clone_host {
+            Some(host) if allowed(&host) => {}
+            _ => anyhow::bail!(
+                "the clone URL {} is not an https URL on {api_host}; the token is not sent there",
+                tabby_common::git_url::redact_url(git_url)
+            ),
+        }
+        // GitHub takes a token as the password of `x-access-token`, GitLab of `oauth2`.
+        let user = if self.kind.is_github() {
+            "x-access-token"
+        } else {
+            "oauth2"
+        };
+        tabby_index::GitHttpAuth::basic(git_url, user, &self.token)
+    }
+}
+
 fn api_base(kind: IntegrationKind, dao: &IntegrationDAO) -> String {
     dao.api_base
         .clone()
@@ -92,11 +171,46 @@ pub struct IntegrationServiceImpl {
     db: DbConn,
     secrets: Arc<SecretBox>,
     jobs: Arc<JobService>,
+    directory: Arc<Directory>,
+    repositories_dir: std::path::PathBuf,
 }
 
 impl IntegrationServiceImpl {
-    pub fn new(db: DbConn, secrets: Arc<SecretBox>, jobs: Arc<JobService>) -> Self {
-        Self { db, secrets, jobs }
+    pub fn new(
+        db: DbConn,
+        secrets: Arc<SecretBox>,
+        jobs: Arc<JobService>,
+        directory: Arc<Directory>,
+        repositories_dir: std::path::PathBuf,
+    ) -> Self {
+        Self {
+            db,
+            secrets,
+            jobs,
+            directory,
+            repositories_dir,
+        }
+    }
+
+    async fn provided(&self, dao: ProvidedRepositoryDAO) -> Result<ProvidedRepository> {
+        let refs = crate::service::repository::git_references(
+            &self.repositories_dir,
+            &dao.git_url,
+            &dao.refs,
+        );
+        let job_info = self.jobs.job_info(&index_event(dao.id)).await?;
+        Ok(ProvidedRepository {
+            id: dao.id.as_id(),
+            integration_id: dao.integration_id.as_id(),
+            active: dao.active,
+            display_name: dao.name,
+            git_url: tabby_common::git_url::redact_url(&dao.git_url),
+            vendor_id: dao.vendor_id,
+            refs,
+            job_info,
+            created_at: dao.created_at,
+            updated_at: dao.updated_at,
+        })
     }
 
     async fn sync_soon(&self, id: i64) -> Result<()> {
@@ -129,17 +243,9 @@ fn integration(dao: IntegrationDAO) -> Result<Integration> {
     })
 }
 
-fn provided(dao: ProvidedRepositoryDAO) -> ProvidedRepository {
-    ProvidedRepository {
-        id: dao.id.as_id(),
-        integration_id: dao.integration_id.as_id(),
-        active: dao.active,
-        display_name: dao.name,
-        git_url: tabby_common::git_url::redact_url(&dao.git_url),
-        vendor_id: dao.vendor_id,
-        created_at: dao.created_at,
-        updated_at: dao.updated_at,
-    }
+/// The indexing job of provided repository `id`.
+pub fn index_event(id: i64) -> BackgroundJobEvent {
+    BackgroundJobEvent::SchedulerGithubGitlabRepository(id.as_id().to_string())
 }
 
 #[async_trait]
@@ -187,7 +293,14 @@ impl IntegrationService for IntegrationServiceImpl {
         self.db
             .delete_integration(rowid)
             .await
-            .map_err(CoreError::not_found_as("Integration not found"))
+            .map_err(CoreError::not_found_as("Integration not found"))?;
+        // Its repositories' code and documents leave the index.
+        self.directory.invalidate();
+        self.jobs
+            .trigger(&BackgroundJobEvent::IndexGarbageCollection)
+            .await
+            .map_err(CoreError::Other)?;
+        Ok(())
     }
 
     async fn list(
@@ -223,7 +336,7 @@ impl IntegrationService for IntegrationServiceImpl {
             .paginate(
                 |r: &ProvidedRepository| r.id.to_string(),
                 |p| async move {
-                    Ok(self
+                    let rows = self
                         .db
                         .list_provided_repositories(
                             &ids,
@@ -231,13 +344,61 @@ impl IntegrationService for IntegrationServiceImpl {
                             active,
                             p,
                         )
-                        .await?
-                        .into_iter()
-                        .map(provided)
-                        .collect())
+                        .await?;
+                    let mut out = Vec::with_capacity(rows.len());
+                    for dao in rows {
+                        out.push(self.provided(dao).await?);
+                    }
+                    Ok(out)
                 },
             )
             .await?;
         Ok(page.into())
+    }
+
+    async fn update_repository_active(
+        &self,
+        id: &ID,
+        active: bool,
+        refs: Option<Vec<String>>,
+    ) -> Result<()> {
+        let rowid = id.as_rowid()?;
+        let refs = refs
+            .map(crate::service::repository::normalize_refs)
+            .transpose()?;
+        self.db
+            .update_provided_repository_active(rowid, active, refs.as_deref())
+            .await
+            .map_err(CoreError::not_found_as("Provided repository not found"))?;
+        self.directory.invalidate();
+        let event = if active {
+            index_event(rowid)
+        } else {
+            // Its code and documents leave the index.
+            BackgroundJobEvent::IndexGarbageCollection
+        };
+        self.jobs.trigger(&event).await.map_err(CoreError::Other)?;
+        Ok(())
+    }
+
+    async fn update_repository_refs(&self, id: &ID, refs: Vec<String>) -> Result<()> {
+        let rowid = id.as_rowid()?;
+        let refs = crate::service::repository::normalize_refs(refs)?;
+        self.db
+            .update_provided_repository_refs(rowid, &refs)
+            .await
+            .map_err(CoreError::not_found_as("Provided repository not found"))?;
+        let active = self
+            .db
+            .get_provided_repository(rowid)
+            .await?
+            .is_some_and(|(r, _)| r.active);
+        if active {
+            self.jobs
+                .trigger(&index_event(rowid))
+                .await
+                .map_err(CoreError::Other)?;
+        }
+        Ok(())
     }
 }

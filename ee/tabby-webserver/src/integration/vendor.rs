@@ -1,6 +1,8 @@
-//! Listing the repositories a token can see: GitHub's `GET /user/repos` (pages through the
-//! `Link: <…>; rel="next"` header) and GitLab's `GET /api/v4/projects?membership=true` (pages
-//! through `X-Next-Page`; projects of every subgroup the user is a member of come with it).
+//! The vendors' REST APIs: the repositories a token can see (GitHub's `GET /user/repos`,
+//! GitLab's `GET /api/v4/projects?membership=true`, which includes the projects of every
+//! subgroup the user is a member of), and a repository's issues and pull/merge requests with
+//! their changed files. Lists page through `Link: <…>; rel="next"` (GitHub) or
+//! `X-Next-Page` (GitLab).
 //! A refused token and rate limits are errors that say what to do; a next-page link to
 //! another host is not followed.
 
@@ -74,6 +76,121 @@ fn refusal(vendor: &str, status: StatusCode, headers: &HeaderMap) -> anyhow::Err
     anyhow::anyhow!("{vendor} answered {status}")
 }
 
+/// One integration's API: its kind, base URL and token.
+pub struct Api<'a> {
+    pub http: &'a reqwest::Client,
+    pub kind: IntegrationKind,
+    pub base: &'a str,
+    pub token: &'a str,
+}
+
+impl Api<'_> {
+    fn vendor(&self) -> &'static str {
+        if self.kind.is_github() {
+            "GitHub"
+        } else {
+            "GitLab"
+        }
+    }
+
+    fn url(&self, path_and_query: &str) -> String {
+        format!("{}{path_and_query}", self.base.trim_end_matches('/'))
+    }
+
+    /// Reads the pages of a list from `first`, following `Link: rel="next"` (GitHub) or
+    /// `X-Next-Page` (GitLab) on the base's origin only, handing each page's items to
+    /// `on_page` until it answers `false`. Errors past [`MAX_PAGES`] pages when `strict`.
+    async fn pages(
+        &self,
+        first: String,
+        strict: bool,
+        mut on_page: impl FnMut(Vec<Value>) -> anyhow::Result<bool>,
+    ) -> anyhow::Result<()> {
+        let base = url::Url::parse(self.base).context("the API base is not a URL")?;
+        let vendor = self.vendor();
+        let mut next = Some(first);
+        for _ in 0..MAX_PAGES {
+            let Some(url) = next.take() else {
+                return Ok(());
+            };
+            let parsed = url::Url::parse(&url).context("a next-page link is not a URL")?;
+            if parsed.origin() != base.origin() {
+                bail!(
+                    "{vendor} sent a next-page link to another host ({}); not followed",
+                    parsed.origin().ascii_serialization()
+                );
+            }
+            let request = self.http.get(parsed.clone());
+            let request = if self.kind.is_github() {
+                request
+                    .bearer_auth(self.token)
+                    .header("accept", "application/vnd.github+json")
+            } else {
+                request.header("private-token", self.token)
+            };
+            let response = request
+                .send()
+                .await
+                .with_context(|| format!("cannot reach {vendor} at {}", self.base))?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            if !status.is_success() {
+                return Err(refusal(vendor, status, &headers));
+            }
+            let bytes = crate::outbound::read_bounded(
+                response,
+                MAX_PAGE_BYTES,
+                &format!("{vendor}'s page"),
+            )
+            .await?;
+            let page: Vec<Value> = serde_json::from_slice(&bytes)
+                .with_context(|| format!("{vendor}'s page is not a JSON list"))?;
+            if !on_page(page)? {
+                return Ok(());
+            }
+            next = if self.kind.is_github() {
+                next_link(&headers)
+            } else {
+                headers
+                    .get("x-next-page")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|p| p.trim().parse::<u32>().ok())
+                    .map(|p| with_page(&parsed, p))
+            };
+        }
+        if next.is_none() || !strict {
+            return Ok(());
+        }
+        bail!(
+            "{vendor} lists more than {} items here; the sync stops there",
+            MAX_PAGES * PER_PAGE
+        )
+    }
+}
+
+/// `url` with its `page` parameter set to `page`.
+fn with_page(url: &url::Url, page: u32) -> String {
+    let mut url = url.clone();
+    let kept: Vec<(String, String)> = url
+        .query_pairs()
+        .filter(|(k, _)| k != "page")
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    url.query_pairs_mut()
+        .clear()
+        .extend_pairs(kept)
+        .append_pair("page", &page.to_string());
+    url.to_string()
+}
+
+fn vendor_id(value: &Value) -> Option<String> {
+    match value {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
 /// Every repository `token` can see through `api_base`.
 pub async fn list_repositories(
     http: &reqwest::Client,
@@ -81,54 +198,22 @@ pub async fn list_repositories(
     api_base: &str,
     token: &str,
 ) -> anyhow::Result<Vec<VendorRepository>> {
-    let base = url::Url::parse(api_base).context("the API base is not a URL")?;
+    let api = Api {
+        http,
+        kind,
+        base: api_base,
+        token,
+    };
     let github = kind.is_github();
-    let vendor = if github { "GitHub" } else { "GitLab" };
-    let mut next = Some(if github {
-        format!(
-            "{}/user/repos?per_page={PER_PAGE}&sort=full_name",
-            api_base.trim_end_matches('/')
-        )
+    let first = if github {
+        api.url(&format!("/user/repos?per_page={PER_PAGE}&sort=full_name"))
     } else {
-        format!(
-            "{}/api/v4/projects?membership=true&simple=true&per_page={PER_PAGE}&page=1",
-            api_base.trim_end_matches('/')
-        )
-    });
+        api.url(&format!(
+            "/api/v4/projects?membership=true&simple=true&per_page={PER_PAGE}&page=1"
+        ))
+    };
     let mut out = Vec::new();
-    for _ in 0..MAX_PAGES {
-        let Some(url) = next.take() else {
-            return Ok(out);
-        };
-        let parsed = url::Url::parse(&url).context("a next-page link is not a URL")?;
-        if parsed.origin() != base.origin() {
-            bail!(
-                "{vendor} sent a next-page link to another host ({}); not followed",
-                parsed.origin().ascii_serialization()
-            );
-        }
-        let request = http.get(parsed);
-        let request = if github {
-            request
-                .bearer_auth(token)
-                .header("accept", "application/vnd.github+json")
-        } else {
-            request.header("private-token", token)
-        };
-        let response = request
-            .send()
-            .await
-            .with_context(|| format!("cannot reach {vendor} at {api_base}"))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        if !status.is_success() {
-            return Err(refusal(vendor, status, &headers));
-        }
-        let bytes =
-            crate::outbound::read_bounded(response, MAX_PAGE_BYTES, &format!("{vendor}'s page"))
-                .await?;
-        let page: Vec<Value> = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{vendor}'s page is not a JSON list"))?;
+    api.pages(first, true, |page| {
         for repo in &page {
             let (id, name, url) = if github {
                 (&repo["id"], &repo["full_name"], &repo["clone_url"])
@@ -139,13 +224,9 @@ pub async fn list_repositories(
                     &repo["http_url_to_repo"],
                 )
             };
-            let (Some(name), Some(url)) = (name.as_str(), url.as_str()) else {
+            let (Some(name), Some(url), Some(id)) = (name.as_str(), url.as_str(), vendor_id(id))
+            else {
                 continue;
-            };
-            let id = match id {
-                Value::Number(n) => n.to_string(),
-                Value::String(s) => s.clone(),
-                _ => continue,
             };
             out.push(VendorRepository {
                 vendor_id: id,
@@ -153,29 +234,233 @@ pub async fn list_repositories(
                 git_url: url.to_owned(),
             });
         }
-        next = if github {
-            next_link(&headers)
-        } else {
-            headers
-                .get("x-next-page")
-                .and_then(|v| v.to_str().ok())
-                .filter(|p| !p.trim().is_empty())
-                .and_then(|p| p.trim().parse::<u32>().ok())
-                .map(|p| {
-                    format!(
-                        "{}/api/v4/projects?membership=true&simple=true&per_page={PER_PAGE}&page={p}",
-                        api_base.trim_end_matches('/')
-                    )
-                })
-        };
+        Ok(true)
+    })
+    .await?;
+    Ok(out)
+}
+
+/// An issue or a pull/merge request as the doc corpus takes it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VendorDoc {
+    /// `issue` or `pull`.
+    pub kind: &'static str,
+    /// The number within the repository (GitHub `number`, GitLab `iid`).
+    pub number: String,
+    pub title: String,
+    pub link: String,
+    pub author: Option<String>,
+    pub body: String,
+    /// Issues: closed. Pulls: merged.
+    pub done: bool,
+    /// Pulls: the patch summary.
+    pub diff: String,
+}
+
+/// Characters of an issue's or pull request's description kept.
+pub const MAX_BODY_CHARS: usize = 16 * 1024;
+/// Bytes of a pull request's patch summary.
+pub const MAX_DIFF_BYTES: usize = 8 * 1024;
+/// Pull requests whose changed files are read per run (one request each); later ones are
+/// indexed without their patch summary.
+pub const MAX_DIFFS_PER_RUN: usize = 200;
+
+fn text(value: &Value) -> String {
+    let s = value.as_str().unwrap_or_default();
+    s.chars().take(MAX_BODY_CHARS).collect()
+}
+
+/// A changed file: its path, lines added and removed (when the vendor says), its patch.
+type ChangedFile = (String, Option<(u64, u64)>, String);
+
+/// The changed files (`path (+added -removed)`), then as much of each patch as fits.
+fn patch_summary(files: &[ChangedFile]) -> String {
+    let mut out = String::new();
+    for (path, counts, _) in files {
+        match counts {
+            Some((added, removed)) => out.push_str(&format!("{path} (+{added} -{removed})\n")),
+            None => out.push_str(&format!("{path}\n")),
+        }
     }
-    if next.is_none() {
-        return Ok(out);
+    for (path, _, patch) in files {
+        if out.len() >= MAX_DIFF_BYTES {
+            break;
+        }
+        if patch.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n--- {path}\n{patch}\n"));
     }
-    bail!(
-        "{vendor} lists more than {} repositories for this token; the sync stops there",
-        MAX_PAGES * PER_PAGE
-    )
+    if out.len() > MAX_DIFF_BYTES {
+        let mut cut = MAX_DIFF_BYTES;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+    }
+    out
+}
+
+/// Issues and pull/merge requests of the repository `name` (GitHub: `owner/repo`) or project
+/// `project_id` (GitLab) changed since `since` (all of them when `None`).
+pub async fn list_documents(
+    api: &Api<'_>,
+    name: &str,
+    project_id: &str,
+    since: Option<chrono::DateTime<chrono::Utc>>,
+) -> anyhow::Result<Vec<VendorDoc>> {
+    let mut docs = Vec::new();
+    let since_param = since.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let encode = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    if api.kind.is_github() {
+        let repo_path: String = name.split('/').map(&encode).collect::<Vec<_>>().join("/");
+        let mut first = api.url(&format!(
+            "/repos/{repo_path}/issues?state=all&sort=updated&direction=asc&per_page={PER_PAGE}"
+        ));
+        if let Some(since) = &since_param {
+            first.push_str(&format!("&since={}", encode(since)));
+        }
+        api.pages(first, false, |page| {
+            for issue in page {
+                // The issues list holds pull requests too; they come from their own list.
+                if !issue["pull_request"].is_null() {
+                    continue;
+                }
+                let Some(number) = vendor_id(&issue["number"]) else {
+                    continue;
+                };
+                docs.push(VendorDoc {
+                    kind: "issue",
+                    number,
+                    title: text(&issue["title"]),
+                    link: text(&issue["html_url"]),
+                    author: issue["user"]["login"].as_str().map(str::to_owned),
+                    body: text(&issue["body"]),
+                    done: issue["state"] == "closed",
+                    diff: String::new(),
+                });
+            }
+            Ok(true)
+        })
+        .await?;
+        // Newest first, read until one older than `since`.
+        let first = api.url(&format!(
+            "/repos/{repo_path}/pulls?state=all&sort=updated&direction=desc&per_page={PER_PAGE}"
+        ));
+        let mut pulls = Vec::new();
+        api.pages(first, false, |page| {
+            for pull in page {
+                let updated = pull["updated_at"]
+                    .as_str()
+                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+                if let (Some(since), Some(updated)) = (since, updated)
+                    && updated < since
+                {
+                    return Ok(false);
+                }
+                let Some(number) = vendor_id(&pull["number"]) else {
+                    continue;
+                };
+                pulls.push(VendorDoc {
+                    kind: "pull",
+                    number,
+                    title: text(&pull["title"]),
+                    link: text(&pull["html_url"]),
+                    author: pull["user"]["login"].as_str().map(str::to_owned),
+                    body: text(&pull["body"]),
+                    done: !pull["merged_at"].is_null(),
+                    diff: String::new(),
+                });
+            }
+            Ok(true)
+        })
+        .await?;
+        for pull in pulls.iter_mut().take(MAX_DIFFS_PER_RUN) {
+            let mut files = Vec::new();
+            let first = api.url(&format!(
+                "/repos/{repo_path}/pulls/{}/files?per_page={PER_PAGE}",
+                pull.number
+            ));
+            api.pages(first, false, |page| {
+                for file in page {
+                    let counts = file["additions"].as_u64().zip(file["deletions"].as_u64());
+                    files.push((text(&file["filename"]), counts, text(&file["patch"])));
+                }
+                Ok(false)
+            })
+            .await?;
+            pull.diff = patch_summary(&files);
+        }
+        docs.extend(pulls);
+    } else {
+        let project = encode(project_id);
+        let after = since_param
+            .as_ref()
+            .map(|s| format!("&updated_after={}", encode(s)))
+            .unwrap_or_default();
+        let first = api.url(&format!(
+            "/api/v4/projects/{project}/issues?scope=all&per_page={PER_PAGE}&page=1{after}"
+        ));
+        api.pages(first, false, |page| {
+            for issue in page {
+                let Some(number) = vendor_id(&issue["iid"]) else {
+                    continue;
+                };
+                docs.push(VendorDoc {
+                    kind: "issue",
+                    number,
+                    title: text(&issue["title"]),
+                    link: text(&issue["web_url"]),
+                    author: issue["author"]["username"].as_str().map(str::to_owned),
+                    body: text(&issue["description"]),
+                    done: issue["state"] == "closed",
+                    diff: String::new(),
+                });
+            }
+            Ok(true)
+        })
+        .await?;
+        let first = api.url(&format!(
+            "/api/v4/projects/{project}/merge_requests?state=all&scope=all&per_page={PER_PAGE}&page=1{after}"
+        ));
+        let mut pulls = Vec::new();
+        api.pages(first, false, |page| {
+            for mr in page {
+                let Some(number) = vendor_id(&mr["iid"]) else {
+                    continue;
+                };
+                pulls.push(VendorDoc {
+                    kind: "pull",
+                    number,
+                    title: text(&mr["title"]),
+                    link: text(&mr["web_url"]),
+                    author: mr["author"]["username"].as_str().map(str::to_owned),
+                    body: text(&mr["description"]),
+                    done: mr["state"] == "merged",
+                    diff: String::new(),
+                });
+            }
+            Ok(true)
+        })
+        .await?;
+        for pull in pulls.iter_mut().take(MAX_DIFFS_PER_RUN) {
+            let mut files = Vec::new();
+            let first = api.url(&format!(
+                "/api/v4/projects/{project}/merge_requests/{}/diffs?per_page={PER_PAGE}&page=1",
+                pull.number
+            ));
+            api.pages(first, false, |page| {
+                for file in page {
+                    files.push((text(&file["new_path"]), None, text(&file["diff"])));
+                }
+                Ok(false)
+            })
+            .await?;
+            pull.diff = patch_summary(&files);
+        }
+        docs.extend(pulls);
+    }
+    Ok(docs)
 }
 
 #[cfg(test)]
@@ -200,5 +485,40 @@ mod tests {
             r#"<https://x/?page=1>; rel="prev""#.parse().unwrap(),
         );
         assert_eq!(next_link(&headers), None);
+    }
+
+    #[test]
+    fn gitlab_pages_keep_the_query() {
+        let url = url::Url::parse(
+            "https://gl.example/api/v4/projects/5/issues?per_page=100&page=1&updated_after=x",
+        )
+        .unwrap();
+        assert_eq!(
+            with_page(&url, 3),
+            "https://gl.example/api/v4/projects/5/issues?per_page=100&updated_after=x&page=3"
+        );
+    }
+
+    #[test]
+    fn patch_summaries_list_the_files_then_fit_the_patches() {
+        let files = vec![
+            (
+                "src/a.rs".to_string(),
+                Some((3, 1)),
+                "@@ -1 +1 @@\n-x\n+y".to_string(),
+            ),
+            (
+                "README.md".to_string(),
+                None,
+                "x".repeat(3 * MAX_DIFF_BYTES),
+            ),
+        ];
+        let summary = patch_summary(&files);
+        assert!(
+            summary.starts_with("src/a.rs (+3 -1)\nREADME.md\n"),
+            "{summary}"
+        );
+        assert!(summary.contains("--- src/a.rs\n@@ -1 +1 @@"));
+        assert_eq!(summary.len(), MAX_DIFF_BYTES);
     }
 }

@@ -26,6 +26,8 @@ pub struct WebCrawlerJob {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BackgroundJobEvent {
     SchedulerGitRepository(CodeRepositoryJob),
+    /// Indexes a provided repository (its id): code, issues and pull/merge requests.
+    SchedulerGithubGitlabRepository(String),
     WebCrawler(WebCrawlerJob),
     /// Lists the repositories of an integration (its id).
     SyncThirdPartyRepositories(String),
@@ -47,6 +49,7 @@ impl BackgroundJobEvent {
     pub fn name(&self) -> &'static str {
         match self {
             BackgroundJobEvent::SchedulerGitRepository(_) => "scheduler_git",
+            BackgroundJobEvent::SchedulerGithubGitlabRepository(_) => "scheduler_github_gitlab",
             BackgroundJobEvent::WebCrawler(_) => "web_crawler",
             BackgroundJobEvent::SyncThirdPartyRepositories(_) => "third_party_repository_sync",
             BackgroundJobEvent::IndexGarbageCollection => "index_garbage_collection",
@@ -83,6 +86,8 @@ impl BackgroundJobEvent {
 #[derive(Debug, Deserialize)]
 pub enum JobRequest {
     SchedulerGitRepository(SourceRef),
+    /// A provided repository by id.
+    SchedulerGithubGitlabRepository(String),
     WebCrawler(SourceRef),
     /// An integration by id; the worker reads the row when the run starts.
     SyncThirdPartyRepositories(String),

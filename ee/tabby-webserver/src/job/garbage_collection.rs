@@ -7,11 +7,16 @@ use super::{JobLog, JobService, ingestion::ingested_doc_id, sources::web_documen
 
 impl JobService {
     /// Removes code and docs of sources that no longer exist: repositories dropped from the
-    /// config or deleted, deleted web documents, deleted ingested documents.
+    /// config or deleted, provided repositories deactivated or gone, deleted web documents, deleted ingested documents.
     pub(super) async fn garbage_collect(&self, log: &JobLog) -> anyhow::Result<()> {
         let deps = self.deps()?;
         let jobs = self.repository_jobs().await?;
-        let urls: Vec<String> = jobs.iter().map(|r| r.git_url.clone()).collect();
+        let provided = self.provided_sources().await?;
+        let urls: Vec<String> = jobs
+            .iter()
+            .map(|r| r.git_url.clone())
+            .chain(provided.iter().map(|(_, url)| url.clone()))
+            .collect();
         let repositories_dir = deps.repositories_dir.clone();
         let removed = tokio::task::spawn_blocking(move || {
             tabby_index::remove_stale_mirrors(&repositories_dir, &urls)
@@ -23,7 +28,11 @@ impl JobService {
                 removed.len()
             ));
         }
-        let repositories: Vec<String> = jobs.into_iter().map(|r| r.source_id).collect();
+        let repositories: Vec<String> = jobs
+            .into_iter()
+            .map(|r| r.source_id)
+            .chain(provided.into_iter().map(|(source_id, _)| source_id))
+            .collect();
         {
             let mut indexer = CodeIndexer::open(
                 &deps.index_dir,

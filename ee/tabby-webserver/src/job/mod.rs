@@ -7,7 +7,7 @@
 //! admins and the worker goes on. At start-up, runs that were running when the server stopped
 //! are marked failed and their commands enqueued again.
 //!
-//! One file per job (`index_repository`, `web_crawler`, `garbage_collection`, `ingestion`,
+//! One file per job (`index_repository`, `index_provided`, `web_crawler`, `garbage_collection`, `ingestion`,
 //! `maintenance` for hourly and daily); `event` is the command, `sources` reads the rows a job
 //! runs on, `schedule` the cron side, `log` and `progress` what a run reports, `graphql` the
 //! GraphQL service.
@@ -15,6 +15,7 @@
 mod event;
 mod garbage_collection;
 mod graphql;
+mod index_provided;
 mod index_repository;
 mod ingestion;
 mod log;
@@ -145,6 +146,24 @@ impl JobService {
                     .await?
                     .ok_or_else(|| unknown("web document", &r.source_id))?,
             ),
+            JobRequest::SchedulerGithubGitlabRepository(id) => {
+                let shown: String = id.chars().take(100).collect();
+                let active = match tabby_schema::decode_id(&id) {
+                    Some(rowid) => self
+                        .db
+                        .get_provided_repository(rowid)
+                        .await?
+                        .is_some_and(|(repo, _)| repo.active),
+                    None => false,
+                };
+                if !active {
+                    return Err(tabby_schema::CoreError::invalid(
+                        "command",
+                        format!("No active provided repository has id {shown:?}"),
+                    ));
+                }
+                BackgroundJobEvent::SchedulerGithubGitlabRepository(id)
+            }
             JobRequest::SyncThirdPartyRepositories(id) => {
                 let shown: String = id.chars().take(100).collect();
                 let rowid = tabby_schema::decode_id(&id).ok_or_else(|| {
@@ -168,11 +187,21 @@ impl JobService {
         })
     }
 
-    /// Enqueues indexing of every repository.
+    /// Enqueues indexing of every repository (of the provided ones, this hour's share).
     pub async fn trigger_all_repositories(&self) -> anyhow::Result<()> {
         for job in self.repository_jobs().await? {
             self.trigger(&BackgroundJobEvent::SchedulerGitRepository(job))
                 .await?;
+        }
+        let snapshot = self.directory.snapshot().await?;
+        let ids: Vec<i64> = snapshot
+            .provided_repositories
+            .iter()
+            .map(|p| p.repo.id)
+            .collect();
+        let hour = chrono::Utc::now().timestamp() / 3600;
+        for id in index_provided::hourly_share(&ids, hour) {
+            self.trigger(&crate::integration::index_event(id)).await?;
         }
         Ok(())
     }
@@ -316,6 +345,11 @@ impl JobService {
                     .with_context(|| format!("repository {} no longer exists", job.source_id))?;
                 self.index_repository(&job, log).await
             }
+            BackgroundJobEvent::SchedulerGithubGitlabRepository(id) => {
+                let rowid = tabby_schema::decode_id(id)
+                    .with_context(|| format!("{id:?} is not a provided repository id"))?;
+                self.index_provided_repository(rowid, log).await
+            }
             BackgroundJobEvent::WebCrawler(job) => {
                 let job = self
                     .web_crawler_job(&job.source_id)
@@ -335,6 +369,21 @@ impl JobService {
                     "repositories: {} added, {} updated, {} removed",
                     counts.added, counts.updated, counts.removed
                 ));
+                // Renamed or moved repositories are indexed again under their new URL;
+                // removed ones leave the index.
+                self.directory.invalidate();
+                if counts.updated > 0 {
+                    for p in &self.directory.snapshot().await?.provided_repositories {
+                        if p.repo.integration_id == rowid {
+                            self.trigger(&crate::integration::index_event(p.repo.id))
+                                .await?;
+                        }
+                    }
+                }
+                if counts.removed > 0 {
+                    self.trigger(&BackgroundJobEvent::IndexGarbageCollection)
+                        .await?;
+                }
                 Ok(())
             }
             BackgroundJobEvent::IndexGarbageCollection => self.garbage_collect(log).await,

@@ -32,6 +32,23 @@ impl JobService {
         Ok(jobs)
     }
 
+    /// The active provided repositories: (source id, git URL) each.
+    pub(super) async fn provided_sources(&self) -> anyhow::Result<Vec<(String, String)>> {
+        Ok(self
+            .directory
+            .snapshot()
+            .await?
+            .provided_repositories
+            .iter()
+            .map(|p| {
+                (
+                    crate::directory::provided_source_id(p.repo.id),
+                    p.repo.git_url.clone(),
+                )
+            })
+            .collect())
+    }
+
     /// The repository with `source_id` as it is now (URL with its credentials, current refs).
     pub(super) async fn repository_job(
         &self,

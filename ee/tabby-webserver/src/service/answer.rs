@@ -22,31 +22,32 @@ use futures::StreamExt;
 use tabby_common::{
     api::{
         code::{CodeContext, CodeRepository, CodeSearch, CodeSearchHit, CodeSearchQuery},
-        doc::{DocSearch, DocSearchDocument, DocSearchHit},
+        doc::DocSearch,
         event::{Event, EventLogger},
     },
     config::{AnswerConfig, CodeSearchParams},
 };
 use tabby_db::{
-    Attachment, AttachmentCode, AttachmentCodeFileList, AttachmentCommitDoc, AttachmentDoc,
-    AttachmentIngestedDoc, AttachmentWebDoc, DbConn, ThreadMessageDAO,
+    Attachment, AttachmentCode, AttachmentCodeFileList, AttachmentDoc, DbConn, ThreadMessageDAO,
 };
 use tabby_inference::ChatCompletionStream;
 use tabby_schema::{
     AccessPolicy, CoreError, Result,
     thread::{
         ChatCompletionMessage, CodeQueryInput, MessageAttachmentCode, MessageAttachmentCodeScores,
-        MessageAttachmentCommitDoc, MessageAttachmentDoc, MessageAttachmentIngestedDoc,
-        MessageAttachmentWebDoc, MessageCodeSearchHit, MessageDocSearchHit,
-        ThreadAssistantMessageAttachmentsCode, ThreadAssistantMessageAttachmentsCodeFileList,
-        ThreadAssistantMessageAttachmentsDoc, ThreadAssistantMessageCompleted,
-        ThreadAssistantMessageCompletedDebugData, ThreadAssistantMessageContentDelta,
-        ThreadAssistantMessageReadingCode, ThreadAssistantMessageReadingDoc,
-        ThreadRelevantQuestions, ThreadRunItem, ThreadRunOptionsInput,
+        MessageCodeSearchHit, ThreadAssistantMessageAttachmentsCode,
+        ThreadAssistantMessageAttachmentsCodeFileList, ThreadAssistantMessageAttachmentsDoc,
+        ThreadAssistantMessageCompleted, ThreadAssistantMessageCompletedDebugData,
+        ThreadAssistantMessageContentDelta, ThreadAssistantMessageReadingCode,
+        ThreadAssistantMessageReadingDoc, ThreadRelevantQuestions, ThreadRunItem,
+        ThreadRunOptionsInput,
     },
 };
 use tokio::sync::mpsc;
 use tracing::warn;
+
+pub use super::answer_docs::doc_item;
+use super::answer_docs::{doc_attachment, doc_hit_item};
 
 use crate::directory::Directory;
 
@@ -180,11 +181,7 @@ pub fn context_prompt(question: &str, attachment: &Attachment) -> String {
         ));
     }
     for doc in attachment.doc.iter().flatten() {
-        blocks.push(match doc {
-            AttachmentDoc::Web(d) => format!("{} ({})\n{}", d.title, d.link, d.content),
-            AttachmentDoc::Commit(d) => format!("Commit {}\n{}", d.sha, d.message),
-            AttachmentDoc::Ingested(d) => format!("{}\n{}", d.title, d.body),
-        });
+        blocks.push(super::answer_docs::prompt_block(doc));
     }
     if let Some(list) = &attachment.code_file_list {
         let more = if list.truncated {
@@ -314,74 +311,6 @@ fn code_hit_item((hit, reason): &(CodeSearchHit, Option<String>)) -> MessageCode
             bm25: hit.scores.bm25 as f64,
             embedding: hit.scores.embedding as f64,
         },
-    }
-}
-
-fn doc_attachment(doc: &DocSearchDocument) -> AttachmentDoc {
-    match doc {
-        DocSearchDocument::Web {
-            title,
-            link,
-            content,
-        } => AttachmentDoc::Web(AttachmentWebDoc {
-            title: title.clone(),
-            link: link.clone(),
-            content: content.clone(),
-        }),
-        DocSearchDocument::Commit {
-            sha,
-            message,
-            author_email,
-            author_at,
-        } => AttachmentDoc::Commit(AttachmentCommitDoc {
-            sha: sha.clone(),
-            message: message.clone(),
-            author_email: author_email.clone(),
-            author_at: *author_at,
-        }),
-        DocSearchDocument::Ingested {
-            id,
-            title,
-            body,
-            link,
-        } => AttachmentDoc::Ingested(AttachmentIngestedDoc {
-            id: id.clone(),
-            title: title.clone(),
-            body: body.clone(),
-            link: link.clone(),
-        }),
-    }
-}
-
-/// The GraphQL form of a stored doc attachment.
-pub fn doc_item(doc: &AttachmentDoc) -> MessageAttachmentDoc {
-    match doc {
-        AttachmentDoc::Web(d) => MessageAttachmentDoc::Web(MessageAttachmentWebDoc {
-            title: d.title.clone(),
-            link: d.link.clone(),
-            content: d.content.clone(),
-        }),
-        AttachmentDoc::Commit(d) => MessageAttachmentDoc::Commit(MessageAttachmentCommitDoc {
-            sha: d.sha.clone(),
-            message: d.message.clone(),
-            author_email: d.author_email.clone(),
-            author_at: d.author_at,
-        }),
-        AttachmentDoc::Ingested(d) => {
-            MessageAttachmentDoc::Ingested(MessageAttachmentIngestedDoc {
-                id: d.id.clone(),
-                title: d.title.clone(),
-                body: d.body.clone(),
-                link: d.link.clone(),
-            })
-        }
-    }
-}
-
-fn doc_hit_item(hit: &DocSearchHit) -> MessageDocSearchHit {
-    MessageDocSearchHit {
-        doc: doc_item(&doc_attachment(&hit.doc)),
-        score: hit.score as f64,
     }
 }
 
@@ -821,6 +750,7 @@ impl AnswerEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tabby_db::AttachmentWebDoc;
 
     #[test]
     fn decision_and_questions_parsing() {

@@ -2,6 +2,7 @@
 //! the GraphQL resolvers.
 
 pub mod answer;
+mod answer_docs;
 pub mod auth;
 pub mod ingestion;
 pub mod repository;

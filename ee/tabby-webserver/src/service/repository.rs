@@ -38,7 +38,7 @@ fn as_i32(n: usize) -> i32 {
 }
 
 /// Refs as stored: trimmed, without empties or duplicates.
-fn normalize_refs(refs: Vec<String>) -> Result<Vec<String>> {
+pub(crate) fn normalize_refs(refs: Vec<String>) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for r in refs {
         let r = r.trim().to_string();
@@ -83,23 +83,7 @@ impl RepositoryServiceImpl {
     }
 
     fn references(&self, git_url: &str, refs: &[String]) -> Vec<GitReference> {
-        let resolved = tabby_index::ref_commits(git_url, &self.repositories_dir, refs);
-        let names: Vec<String> = if refs.is_empty() {
-            resolved.iter().map(|(name, _)| name.clone()).collect()
-        } else {
-            refs.to_vec()
-        };
-        names
-            .into_iter()
-            .map(|name| GitReference {
-                commit: resolved
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, c)| c.clone())
-                    .unwrap_or_default(),
-                name,
-            })
-            .collect()
+        git_references(&self.repositories_dir, git_url, refs)
     }
 
     fn index_event(dao: &RepositoryDAO) -> BackgroundJobEvent {
@@ -134,6 +118,43 @@ impl RepositoryServiceImpl {
         };
         self.jobs.trigger(&event).await?;
         Ok(())
+    }
+}
+
+/// The refs of a repository with the commit each resolves to in its local copy (empty before
+/// the first sync); the default branch when `refs` is empty.
+pub fn git_references(
+    repositories_dir: &std::path::Path,
+    git_url: &str,
+    refs: &[String],
+) -> Vec<GitReference> {
+    let resolved = tabby_index::ref_commits(git_url, repositories_dir, refs);
+    let names: Vec<String> = if refs.is_empty() {
+        resolved.iter().map(|(name, _)| name.clone()).collect()
+    } else {
+        refs.to_vec()
+    };
+    names
+        .into_iter()
+        .map(|name| GitReference {
+            commit: resolved
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, c)| c.clone())
+                .unwrap_or_default(),
+            name,
+        })
+        .collect()
+}
+
+/// The repository kind of an integration's repositories.
+pub fn provided_kind(kind: tabby_schema::integration::IntegrationKind) -> RepositoryKind {
+    use tabby_schema::integration::IntegrationKind;
+    match kind {
+        IntegrationKind::Github => RepositoryKind::Github,
+        IntegrationKind::Gitlab => RepositoryKind::Gitlab,
+        IntegrationKind::GithubSelfHosted => RepositoryKind::GithubSelfHosted,
+        IntegrationKind::GitlabSelfHosted => RepositoryKind::GitlabSelfHosted,
     }
 }
 
@@ -286,6 +307,32 @@ impl RepositoryService for RepositoryServiceImpl {
                 git_url: redact_url(&tabby_common::git_url::canonicalize_git_url(&dao.git_url)),
                 refs: self.references(&dao.git_url, &dao.refs),
                 job_info: self.jobs.job_info(&Self::index_event(dao)).await?,
+            });
+        }
+        for entry in &snapshot.provided_repositories {
+            let dao = &entry.repo;
+            let source_id = crate::directory::provided_source_id(dao.id);
+            if !policy.can_read(&source_id) {
+                continue;
+            }
+            out.push(Repository {
+                id: dao.id.as_id(),
+                source_id,
+                source_kind: if entry.kind.is_github() {
+                    "github"
+                } else {
+                    "gitlab"
+                }
+                .into(),
+                source_name: dao.name.clone(),
+                name: dao.name.clone(),
+                kind: provided_kind(entry.kind),
+                git_url: redact_url(&tabby_common::git_url::canonicalize_git_url(&dao.git_url)),
+                refs: self.references(&dao.git_url, &dao.refs),
+                job_info: self
+                    .jobs
+                    .job_info(&crate::integration::index_event(dao.id))
+                    .await?,
             });
         }
         Ok(out)

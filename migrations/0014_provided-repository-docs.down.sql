@@ -1,0 +1,1 @@
+ALTER TABLE provided_repositories DROP COLUMN docs_synced_at;
