@@ -372,6 +372,14 @@ async fn ee_provided_repository_is_indexed_with_its_issues_and_pull_requests() {
     )
     .await;
     assert_eq!(validation_paths(&err), ["refs"]);
+    let err = gql_err(
+        &server,
+        Some(token),
+        "mutation($id: ID!, $r: [String!]!) { updateIntegratedRepositoryRefs(id: $id, refs: $r) }",
+        json!({"id": id, "r": ["main", "bad ref"]}),
+    )
+    .await;
+    assert_eq!(validation_paths(&err), ["refs"]);
 
     let before = app["jobInfo"]["lastJobRun"]["id"].clone();
     gql_ok(&server, Some(token), activate, json!({"id": id, "a": true})).await;

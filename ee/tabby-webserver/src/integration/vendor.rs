@@ -301,6 +301,65 @@ fn patch_summary(files: &[ChangedFile]) -> String {
     out
 }
 
+/// Where the fields of an issue or pull request are in each vendor's JSON.
+struct Shape {
+    number: &'static str,
+    link: &'static str,
+    author: [&'static str; 2],
+    body: &'static str,
+}
+
+const GITHUB_SHAPE: Shape = Shape {
+    number: "number",
+    link: "html_url",
+    author: ["user", "login"],
+    body: "body",
+};
+const GITLAB_SHAPE: Shape = Shape {
+    number: "iid",
+    link: "web_url",
+    author: ["author", "username"],
+    body: "description",
+};
+
+impl Shape {
+    fn doc(&self, kind: &'static str, item: &Value) -> Option<VendorDoc> {
+        let done = match kind {
+            // GitHub and GitLab both say when a pull was merged; GitLab also by its state.
+            "pull" => !item["merged_at"].is_null() || item["state"] == "merged",
+            _ => item["state"] == "closed",
+        };
+        Some(VendorDoc {
+            kind,
+            number: vendor_id(&item[self.number])?,
+            title: text(&item["title"]),
+            link: text(&item[self.link]),
+            author: item[self.author[0]][self.author[1]]
+                .as_str()
+                .map(str::to_owned),
+            body: text(&item[self.body]),
+            done,
+            diff: String::new(),
+        })
+    }
+}
+
+/// `owner/repo` as a URL path, or an error for a name that is not one (a `..` segment would
+/// send the token to another path of the API).
+fn github_repo_path(name: &str) -> anyhow::Result<String> {
+    let segment_ok = |s: &str| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    match name.split_once('/') {
+        Some((owner, repo)) if segment_ok(owner) && segment_ok(repo) => Ok(name.to_owned()),
+        _ => bail!("{name:?} is not a GitHub owner/repository name"),
+    }
+}
+
 /// Issues and pull/merge requests of the repository `name` (GitHub: `owner/repo`) or project
 /// `project_id` (GitLab) changed since `since` (all of them when `None`).
 pub async fn list_documents(
@@ -309,157 +368,94 @@ pub async fn list_documents(
     project_id: &str,
     since: Option<chrono::DateTime<chrono::Utc>>,
 ) -> anyhow::Result<Vec<VendorDoc>> {
-    let mut docs = Vec::new();
-    let since_param = since.map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
-    let encode = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-    if api.kind.is_github() {
-        let repo_path: String = name.split('/').map(&encode).collect::<Vec<_>>().join("/");
-        let mut first = api.url(&format!(
-            "/repos/{repo_path}/issues?state=all&sort=updated&direction=asc&per_page={PER_PAGE}"
-        ));
-        if let Some(since) = &since_param {
-            first.push_str(&format!("&since={}", encode(since)));
-        }
-        api.pages(first, false, |page| {
-            for issue in page {
-                // The issues list holds pull requests too; they come from their own list.
-                if !issue["pull_request"].is_null() {
-                    continue;
-                }
-                let Some(number) = vendor_id(&issue["number"]) else {
-                    continue;
-                };
-                docs.push(VendorDoc {
-                    kind: "issue",
-                    number,
-                    title: text(&issue["title"]),
-                    link: text(&issue["html_url"]),
-                    author: issue["user"]["login"].as_str().map(str::to_owned),
-                    body: text(&issue["body"]),
-                    done: issue["state"] == "closed",
-                    diff: String::new(),
-                });
-            }
-            Ok(true)
-        })
-        .await?;
-        // Newest first, read until one older than `since`.
-        let first = api.url(&format!(
-            "/repos/{repo_path}/pulls?state=all&sort=updated&direction=desc&per_page={PER_PAGE}"
-        ));
-        let mut pulls = Vec::new();
-        api.pages(first, false, |page| {
-            for pull in page {
-                let updated = pull["updated_at"]
-                    .as_str()
-                    .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
-                if let (Some(since), Some(updated)) = (since, updated)
-                    && updated < since
-                {
-                    return Ok(false);
-                }
-                let Some(number) = vendor_id(&pull["number"]) else {
-                    continue;
-                };
-                pulls.push(VendorDoc {
-                    kind: "pull",
-                    number,
-                    title: text(&pull["title"]),
-                    link: text(&pull["html_url"]),
-                    author: pull["user"]["login"].as_str().map(str::to_owned),
-                    body: text(&pull["body"]),
-                    done: !pull["merged_at"].is_null(),
-                    diff: String::new(),
-                });
-            }
-            Ok(true)
-        })
-        .await?;
-        for pull in pulls.iter_mut().take(MAX_DIFFS_PER_RUN) {
-            let mut files = Vec::new();
-            let first = api.url(&format!(
-                "/repos/{repo_path}/pulls/{}/files?per_page={PER_PAGE}",
-                pull.number
-            ));
-            api.pages(first, false, |page| {
-                for file in page {
-                    let counts = file["additions"].as_u64().zip(file["deletions"].as_u64());
-                    files.push((text(&file["filename"]), counts, text(&file["patch"])));
-                }
-                Ok(false)
-            })
-            .await?;
-            pull.diff = patch_summary(&files);
-        }
-        docs.extend(pulls);
-    } else {
-        let project = encode(project_id);
-        let after = since_param
-            .as_ref()
-            .map(|s| format!("&updated_after={}", encode(s)))
+    let since_param = since.map(|t| {
+        url::form_urlencoded::byte_serialize(
+            t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                .as_bytes(),
+        )
+        .collect::<String>()
+    });
+    let (shape, issues_url, pulls_url, files_url) = if api.kind.is_github() {
+        let repo = github_repo_path(name)?;
+        let since = since_param
+            .map(|s| format!("&since={s}"))
             .unwrap_or_default();
-        let first = api.url(&format!(
-            "/api/v4/projects/{project}/issues?scope=all&per_page={PER_PAGE}&page=1{after}"
-        ));
-        api.pages(first, false, |page| {
-            for issue in page {
-                let Some(number) = vendor_id(&issue["iid"]) else {
-                    continue;
-                };
-                docs.push(VendorDoc {
-                    kind: "issue",
-                    number,
-                    title: text(&issue["title"]),
-                    link: text(&issue["web_url"]),
-                    author: issue["author"]["username"].as_str().map(str::to_owned),
-                    body: text(&issue["description"]),
-                    done: issue["state"] == "closed",
-                    diff: String::new(),
-                });
-            }
-            Ok(true)
-        })
-        .await?;
-        let first = api.url(&format!(
-            "/api/v4/projects/{project}/merge_requests?state=all&scope=all&per_page={PER_PAGE}&page=1{after}"
-        ));
-        let mut pulls = Vec::new();
-        api.pages(first, false, |page| {
-            for mr in page {
-                let Some(number) = vendor_id(&mr["iid"]) else {
-                    continue;
-                };
-                pulls.push(VendorDoc {
-                    kind: "pull",
-                    number,
-                    title: text(&mr["title"]),
-                    link: text(&mr["web_url"]),
-                    author: mr["author"]["username"].as_str().map(str::to_owned),
-                    body: text(&mr["description"]),
-                    done: mr["state"] == "merged",
-                    diff: String::new(),
-                });
-            }
-            Ok(true)
-        })
-        .await?;
-        for pull in pulls.iter_mut().take(MAX_DIFFS_PER_RUN) {
-            let mut files = Vec::new();
-            let first = api.url(&format!(
-                "/api/v4/projects/{project}/merge_requests/{}/diffs?per_page={PER_PAGE}&page=1",
-                pull.number
-            ));
-            api.pages(first, false, |page| {
-                for file in page {
-                    files.push((text(&file["new_path"]), None, text(&file["diff"])));
-                }
-                Ok(false)
-            })
-            .await?;
-            pull.diff = patch_summary(&files);
+        (
+            GITHUB_SHAPE,
+            format!(
+                "/repos/{repo}/issues?state=all&sort=updated&direction=asc&per_page={PER_PAGE}{since}"
+            ),
+            // Newest first, read until one older than `since` (this list takes no `since`).
+            format!(
+                "/repos/{repo}/pulls?state=all&sort=updated&direction=desc&per_page={PER_PAGE}"
+            ),
+            format!("/repos/{repo}/pulls/{{n}}/files?per_page={PER_PAGE}"),
+        )
+    } else {
+        if project_id.is_empty() || !project_id.chars().all(|c| c.is_ascii_digit()) {
+            bail!("{project_id:?} is not a GitLab project id");
         }
-        docs.extend(pulls);
+        let after = since_param
+            .map(|s| format!("&updated_after={s}"))
+            .unwrap_or_default();
+        let project = format!("/api/v4/projects/{project_id}");
+        (
+            GITLAB_SHAPE,
+            format!("{project}/issues?scope=all&per_page={PER_PAGE}&page=1{after}"),
+            format!(
+                "{project}/merge_requests?state=all&scope=all&per_page={PER_PAGE}&page=1{after}"
+            ),
+            format!("{project}/merge_requests/{{n}}/diffs?per_page={PER_PAGE}&page=1"),
+        )
+    };
+    let mut docs = Vec::new();
+    api.pages(api.url(&issues_url), false, |page| {
+        // GitHub's issues list holds pull requests too; they come from their own list.
+        docs.extend(
+            page.iter()
+                .filter(|issue| issue["pull_request"].is_null())
+                .filter_map(|issue| shape.doc("issue", issue)),
+        );
+        Ok(true)
+    })
+    .await?;
+    let mut pulls = Vec::new();
+    api.pages(api.url(&pulls_url), false, |page| {
+        for pull in &page {
+            let updated = pull["updated_at"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+            if let (Some(since), Some(updated)) = (since, updated)
+                && updated < since
+            {
+                return Ok(false);
+            }
+            pulls.extend(shape.doc("pull", pull));
+        }
+        Ok(true)
+    })
+    .await?;
+    for pull in pulls.iter_mut().take(MAX_DIFFS_PER_RUN) {
+        let mut files = Vec::new();
+        api.pages(
+            api.url(&files_url.replace("{n}", &pull.number)),
+            false,
+            |page| {
+                for file in &page {
+                    // GitHub: filename, additions, deletions, patch. GitLab: new_path, diff.
+                    let path = file.get("filename").unwrap_or(&file["new_path"]);
+                    let counts = file["additions"].as_u64().zip(file["deletions"].as_u64());
+                    let patch = file.get("patch").unwrap_or(&file["diff"]);
+                    files.push((text(path), counts, text(patch)));
+                }
+                // The first page (100 files) is enough for a summary.
+                Ok(false)
+            },
+        )
+        .await?;
+        pull.diff = patch_summary(&files);
     }
+    docs.extend(pulls);
     Ok(docs)
 }
 
@@ -485,6 +481,48 @@ mod tests {
             r#"<https://x/?page=1>; rel="prev""#.parse().unwrap(),
         );
         assert_eq!(next_link(&headers), None);
+    }
+
+    #[test]
+    fn repository_names_cannot_leave_their_api_path() {
+        assert_eq!(github_repo_path("octo/app.rs").unwrap(), "octo/app.rs");
+        for bad in [
+            "octo",
+            "../admin",
+            "octo/..",
+            "octo/a/b",
+            "octo/a?x=1",
+            "octo/a%2F..",
+            "/a",
+            "a/",
+        ] {
+            assert!(github_repo_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn both_vendors_shapes_read_issues_and_pulls() {
+        let gh = serde_json::json!({"number": 5, "title": "T", "html_url": "L", "user": {"login": "u"},
+            "body": null, "state": "closed", "merged_at": "2026-01-01T00:00:00Z"});
+        let issue = GITHUB_SHAPE.doc("issue", &gh).unwrap();
+        assert_eq!(
+            (issue.number.as_str(), issue.done, issue.body.as_str()),
+            ("5", true, "")
+        );
+        assert!(GITHUB_SHAPE.doc("pull", &gh).unwrap().done);
+        let gl = serde_json::json!({"iid": "9", "title": "T", "web_url": "L", "author": {"username": "v"},
+            "description": "D", "state": "opened", "merged_at": null});
+        let issue = GITLAB_SHAPE.doc("issue", &gl).unwrap();
+        assert_eq!(
+            (issue.number.as_str(), issue.done, issue.author.as_deref()),
+            ("9", false, Some("v"))
+        );
+        assert!(!GITLAB_SHAPE.doc("pull", &gl).unwrap().done);
+        assert!(
+            GITLAB_SHAPE
+                .doc("issue", &serde_json::json!({"title": "no id"}))
+                .is_none()
+        );
     }
 
     #[test]

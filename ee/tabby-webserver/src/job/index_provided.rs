@@ -6,7 +6,7 @@
 use anyhow::Context as _;
 use chrono::{Duration, Utc};
 use tabby_index::{
-    CodeIndexer, RepositoryToIndex,
+    RepositoryToIndex,
     doc::{DocFields, DocIndexer, StructuredDoc},
 };
 
@@ -60,27 +60,17 @@ impl JobService {
         let source_id = provided_source_id(id);
         let started = Utc::now();
 
-        {
-            let mut indexer = CodeIndexer::open(
-                &deps.index_dir,
-                deps.embedding.clone(),
-                deps.languages.clone(),
-            )
-            .await?;
-            indexer
-                .index_repository_with(
-                    &RepositoryToIndex {
-                        source_id: source_id.clone(),
-                        git_url: repo.git_url.clone(),
-                        refs: repo.refs.clone(),
-                    },
-                    &deps.repositories_dir,
-                    log,
-                    Some(&auth),
-                )
-                .await?;
-            tokio::task::spawn_blocking(move || indexer.finish()).await??;
-        }
+        super::index_repository::index_code(
+            &deps,
+            &RepositoryToIndex {
+                source_id: source_id.clone(),
+                git_url: repo.git_url.clone(),
+                refs: repo.refs.clone(),
+            },
+            log,
+            Some(&auth),
+        )
+        .await?;
 
         let api = access.api(sync.http());
         let documents =

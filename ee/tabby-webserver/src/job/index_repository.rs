@@ -6,10 +6,31 @@ use tabby_index::{
     doc::{DocFields, DocIndexer, StructuredDoc, recent_commits},
 };
 
-use super::{CodeRepositoryJob, JobLog, JobService};
+use super::{CodeRepositoryJob, JobDeps, JobLog, JobService};
 
 /// Commits indexed per repository (newest first).
 pub const COMMITS_PER_REPOSITORY: usize = 1000;
+
+/// Syncs and indexes one repository's code (fetching with `auth` when given), then lets the
+/// index merge its segments.
+pub(super) async fn index_code(
+    deps: &JobDeps,
+    repo: &RepositoryToIndex,
+    log: &JobLog,
+    auth: Option<&tabby_index::GitHttpAuth>,
+) -> anyhow::Result<()> {
+    let mut indexer = CodeIndexer::open(
+        &deps.index_dir,
+        deps.embedding.clone(),
+        deps.languages.clone(),
+    )
+    .await?;
+    indexer
+        .index_repository_with(repo, &deps.repositories_dir, log, auth)
+        .await?;
+    tokio::task::spawn_blocking(move || indexer.finish()).await??;
+    Ok(())
+}
 
 impl JobService {
     pub(super) async fn index_repository(
@@ -31,18 +52,7 @@ impl JobService {
             git_url: job.git_url.clone(),
             refs: job.git_refs.clone(),
         };
-        {
-            let mut indexer = CodeIndexer::open(
-                &deps.index_dir,
-                deps.embedding.clone(),
-                deps.languages.clone(),
-            )
-            .await?;
-            indexer
-                .index_repository(&repo, &deps.repositories_dir, log)
-                .await?;
-            tokio::task::spawn_blocking(move || indexer.finish()).await??;
-        }
+        index_code(&deps, &repo, log, None).await?;
         // Commits go into the structured-doc corpus under the repository's source id.
         match recent_commits(
             &job.git_url,
