@@ -633,6 +633,9 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
             {"name": "get_context", "arguments": {"task": "x", "repository": "shop", "paths": ["../../etc/passwd"]}},
             {"name": "get_context", "arguments": {"task": "x", "symbols": ["a; rm -rf /"]}},
             {"name": "get_context", "arguments": {"task": "x", "repository": "shop", "paths": ["src/checkout.py"], "symbols": ["cart_total"]}},
+            {"name": "get_context", "arguments": {"task": "", "repository": "shop", "changed_files": ["src/pricing.py"]}},
+            {"name": "get_context", "arguments": {"task": "", "repository": "shop", "changed_files": ["../secret.txt"]}},
+            {"name": "get_context", "arguments": {"task": "", "changed_files": ["src/pricing.py"]}},
         ]),
         false,
     )
@@ -667,9 +670,31 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
         "each item names its origin: {requested}"
     );
 
+    // A changed file: first, with the files that import it and its test, each saying so.
+    let changed = &result(&out, 5)["structured"];
+    assert_eq!(changed["items"][0]["path"], "src/pricing.py", "{changed}");
+    assert_eq!(changed["items"][0]["reasons"][0]["edge"], "changed");
+    let edge_of = |path: &str, edge: &str| {
+        changed["items"].as_array().unwrap().iter().any(|i| {
+            i["path"] == path
+                && i["reasons"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["edge"] == edge)
+        })
+    };
+    assert!(edge_of("src/cart.py", "dependent"), "{changed}");
+    assert!(edge_of("tests/test_pricing.py", "test"), "{changed}");
+    for i in 6..8 {
+        assert_eq!(rpc_error(&out, i), -32602, "call {i}: {}", result(&out, i));
+    }
+
     // REST validation.
     for body in [
         json!({"task": ""}),
+        json!({"task": "x", "changed_files": ["src/cart.py"]}),
+        json!({"task": "x", "source_id": "config:0", "changed_files": ["/etc/passwd"]}),
         json!({"task": "x", "max_items": 0}),
         json!({"task": "x", "paths": ["src/cart.py"]}),
         json!({"task": "x", "unknown": 1}),

@@ -1,5 +1,5 @@
 //! Opening the index and keeping it consistent with the code that reads it: the index records
-//! the versions that shape it (schema, chunker, tags queries, embedding model and dimension) in
+//! the versions that shape it (schema, chunker, tags queries, relationship records, embedding model and dimension) in
 //! `tabby-index.json`. A schema change rebuilds the whole index; a change in the code corpus'
 //! settings deletes that corpus so it is re-indexed instead of mixing incompatible records.
 
@@ -27,6 +27,9 @@ pub struct CodeCorpusMeta {
     pub chunker: String,
     pub default_chunk_size: usize,
     pub tags_query_version: u32,
+    /// What relationship records hold (`code::relations`); 0 in an index from before them.
+    #[serde(default)]
+    pub relations_version: u32,
     /// `none` when chunks carry no embedding.
     pub embedding_model: String,
     pub embedding_dim: usize,
@@ -38,6 +41,7 @@ impl CodeCorpusMeta {
             chunker: CHUNKER.into(),
             default_chunk_size: DEFAULT_CHUNK_SIZE,
             tags_query_version: TAGS_QUERY_VERSION,
+            relations_version: crate::code::relations::RELATIONS_VERSION,
             embedding_model: embedding_model.into(),
             embedding_dim,
         }

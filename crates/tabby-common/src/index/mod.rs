@@ -34,7 +34,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 9;
+pub const SCHEMA_VERSION: u32 = 10;
 
 pub struct IndexSchema {
     pub schema: Schema,
@@ -58,6 +58,12 @@ pub struct IndexSchema {
     pub field_chunk_in_test: Field,
     /// 1 on the code chunks in which a definition (tags) starts, for the tuned BM25 leg.
     pub field_chunk_defines: Field,
+    /// On a code file's document row: its source id (indexed only), so that a repository's
+    /// relationship records are found without touching its chunk rows.
+    pub field_file_source: Field,
+    /// On a code file's document row: its relationship record (`tabby_index::code::relations`,
+    /// JSON), stored only.
+    pub field_file_relations: Field,
 }
 
 impl IndexSchema {
@@ -111,6 +117,8 @@ impl IndexSchema {
             builder.add_bytes_field("chunk_embedding_bits", BytesOptions::default().set_fast());
         let field_chunk_in_test = builder.add_u64_field("chunk_in_test", FAST);
         let field_chunk_defines = builder.add_u64_field("chunk_defines", FAST);
+        let field_file_source = builder.add_text_field("file_source", STRING);
+        let field_file_relations = builder.add_text_field("file_relations", STORED);
         IndexSchema {
             schema: builder.build(),
             field_corpus,
@@ -128,6 +136,8 @@ impl IndexSchema {
             field_chunk_embedding_bits,
             field_chunk_in_test,
             field_chunk_defines,
+            field_file_source,
+            field_file_relations,
         }
     }
 

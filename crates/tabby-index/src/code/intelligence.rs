@@ -181,9 +181,11 @@ pub fn find_definitions(canonical: &str, text: &str) -> Vec<Tag> {
 pub struct FileAnalysis {
     pub chunks: Vec<Chunk>,
     pub definitions: Vec<Tag>,
+    /// Imports and implementations, for the file's relationship record.
+    pub relations: super::relations::FileRelations,
 }
 
-/// Chunks and definitions of `text` from a single tree-sitter parse (text chunks and no
+/// Chunks, definitions and relations of `text` from a single tree-sitter parse (text chunks and no
 /// definitions for languages without a grammar).
 pub fn analyze(canonical: &str, text: &str, chunk_size: usize) -> FileAnalysis {
     let chunk_size = chunk_size.max(1);
@@ -191,16 +193,18 @@ pub fn analyze(canonical: &str, text: &str, chunk_size: usize) -> FileAnalysis {
         (Some(intel), Some(tree)) => FileAnalysis {
             chunks: with_start_lines(text, syntax_chunks(text, &tree, chunk_size)),
             definitions: definitions(intel, &tree, text),
+            relations: super::relations::extract(canonical, text, Some(&tree)),
         },
         _ => FileAnalysis {
             chunks: text_chunks(text, chunk_size),
             definitions: vec![],
+            relations: super::relations::extract(canonical, text, None),
         },
     }
 }
 
 /// Parses `text` with the language's grammar, reusing one parser per thread.
-fn parse(canonical: &str, text: &str) -> Option<Tree> {
+pub(crate) fn parse(canonical: &str, text: &str) -> Option<Tree> {
     thread_local! {
         static PARSER: RefCell<Parser> = RefCell::new(Parser::new());
     }

@@ -3,8 +3,10 @@
 //! commit in batches, and garbage-collect what changed or vanished.
 
 pub mod filter;
+pub mod imports;
 pub mod intelligence;
 mod pipeline;
+pub mod relations;
 mod stat_cache;
 
 use std::{
@@ -408,6 +410,8 @@ impl CodeIndexer {
                 None => json!({}),
             };
             doc.add_field_value(schema.field_attributes, &OwnedValue::from(attributes));
+            doc.add_text(schema.field_file_source, &repo.source_id);
+            doc.add_text(schema.field_file_relations, &file.relations);
             if failed > 0 {
                 doc.add_u64(schema.field_failed_chunks_count, failed);
                 summary.chunks_failed += failed as usize;

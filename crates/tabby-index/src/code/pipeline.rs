@@ -33,6 +33,7 @@ use super::{
     filter::{self, MAX_FILE_BYTES, SkipReason},
     intelligence::{self, DEFAULT_CHUNK_SIZE},
     is_indexed,
+    relations::FileRecord,
 };
 use crate::git::{self, RefSnapshot};
 
@@ -70,6 +71,8 @@ pub(super) struct ReadContext {
 /// One file, read and ready to be prepared.
 struct FileToPrepare {
     id: String,
+    /// The blob id in `id`.
+    hash: String,
     rel: String,
     language: String,
     chunk_size: usize,
@@ -81,6 +84,8 @@ struct FileToPrepare {
 pub(super) struct PreparedFile {
     pub id: String,
     pub commit: Option<String>,
+    /// The file's relationship record (JSON), for its document row.
+    pub relations: String,
     pub bytes: u64,
     pub chunk_docs: Vec<TantivyDocument>,
     pub embedding_inputs: Vec<String>,
@@ -328,6 +333,7 @@ fn decide(
     Ok(match text {
         Ok(text) => Read::File(FileToPrepare {
             id,
+            hash: hash.to_string(),
             rel: rel.to_string(),
             language: language.canonical_name().to_string(),
             chunk_size: language.chunk_size.unwrap_or(DEFAULT_CHUNK_SIZE),
@@ -343,7 +349,15 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
     let intelligence::FileAnalysis {
         chunks,
         definitions,
+        relations,
     } = intelligence::analyze(&file.language, &file.text, file.chunk_size);
+    let relations = FileRecord {
+        path: file.rel.clone(),
+        language: file.language.clone(),
+        blob: file.hash.clone(),
+        relations,
+    }
+    .to_json();
     let schema = IndexSchema::instance();
     let now = tantivy::DateTime::from_timestamp_secs(chrono::Utc::now().timestamp());
     let whole_file = chunks.len() == 1 && chunks[0].body == file.text.trim();
@@ -398,6 +412,7 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
     PreparedFile {
         id: file.id,
         commit: file.commit,
+        relations,
         bytes: file.text.len() as u64,
         chunk_docs,
         embedding_inputs,

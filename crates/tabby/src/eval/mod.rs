@@ -462,6 +462,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
                         task: query.query.clone(),
                         symbols: Vec::new(),
                         paths: Vec::new(),
+                        changed_files: Vec::new(),
                         budget_chars: crate::services::context::DEFAULT_BUDGET_CHARS,
                         max_items: crate::services::context::DEFAULT_MAX_ITEMS,
                         exclude_path: search_query.filepath.clone(),

@@ -187,9 +187,13 @@ pub fn definitions() -> Vec<Tool> {
             "get_context",
             "Evidence for a task, in one call: the code that bears on it within a character \
              budget. Entry points are search hits for the task and the definitions of the \
-             symbols it names; from them the pack follows references (callers, with their \
-             enclosing function) and tests (by name and by use). Each item says why it was \
-             taken (search scores and matched words, or which edge from which entry point); \
+             symbols it names, and the files given; from them the pack follows typed edges one \
+             or two steps: references (callers, with their enclosing function), \
+             implementations of the interfaces and traits they define and the interfaces their \
+             types implement, the definitions of the names their files import, tests (by name, \
+             by import and by use), and for changed files their dependents and build files. \
+             Each item says why it was taken (search scores and matched words, or which edge \
+             from which item, and at what depth); \
              overlapping pieces are merged; `gaps` lists task words nothing matched and symbols \
              defined nowhere. Prefer this to many searches when starting on a task.",
             json!({
@@ -198,7 +202,8 @@ pub fn definitions() -> Vec<Tool> {
                     "task": {"type": "string", "description": "The task or question, in words; code names in it are looked up as symbols."},
                     "repository": repository,
                     "symbols": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Symbols whose definitions to include."},
-                    "paths": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Files to include (needs `repository`), e.g. the files being changed."},
+                    "paths": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Files to include (needs `repository`)."},
+                    "changed_files": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Files being changed (needs `repository`): included with the files that import them, their tests and their build files."},
                     "budget_chars": {"type": "integer", "minimum": 500, "maximum": MAX_BUDGET_CHARS, "default": DEFAULT_BUDGET_CHARS},
                     "max_items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "default": DEFAULT_MAX_ITEMS},
                     "include_generated": {"type": "boolean", "default": false, "description": "Also generated code (`@generated`, `Code generated … DO NOT EDIT`, `*_pb2.py`, `*.min.js` …) and vendored code (`vendor/`, `third_party/`, `node_modules/`), which are left out by default."}
@@ -853,6 +858,8 @@ struct ContextArgs {
     symbols: Vec<String>,
     #[serde(default)]
     paths: Vec<String>,
+    #[serde(default)]
+    changed_files: Vec<String>,
     budget_chars: Option<usize>,
     max_items: Option<usize>,
     #[serde(default)]
@@ -875,15 +882,19 @@ async fn get_context(
         }
     };
     let max_items = check_limit(args.max_items, DEFAULT_MAX_ITEMS, MAX_ITEMS)?;
-    if args.task.trim().is_empty() && args.symbols.is_empty() && args.paths.is_empty() {
+    if args.task.trim().is_empty()
+        && args.symbols.is_empty()
+        && args.paths.is_empty()
+        && args.changed_files.is_empty()
+    {
         return Err(McpError::invalid_params(
-            "give a task, symbols or paths",
+            "give a task, symbols, paths or changed_files",
             None,
         ));
     }
-    if args.symbols.len() > 20 || args.paths.len() > 20 {
+    if args.symbols.len() > 20 || args.paths.len() > 20 || args.changed_files.len() > 20 {
         return Err(McpError::invalid_params(
-            "at most 20 symbols and 20 paths",
+            "at most 20 symbols, 20 paths and 20 changed_files",
             None,
         ));
     }
@@ -897,8 +908,16 @@ async fn get_context(
         .iter()
         .map(|p| path_arg(p))
         .collect::<Result<Vec<_>, _>>()?;
-    if !paths.is_empty() && args.repository.is_none() {
-        return Err(McpError::invalid_params("paths need a repository", None));
+    let changed_files = args
+        .changed_files
+        .iter()
+        .map(|p| path_arg(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    if (!paths.is_empty() || !changed_files.is_empty()) && args.repository.is_none() {
+        return Err(McpError::invalid_params(
+            "paths and changed_files need a repository",
+            None,
+        ));
     }
     let Some(context) = &state.context else {
         return Ok(tool_error(
@@ -913,6 +932,7 @@ async fn get_context(
         task: args.task.chars().take(8192).collect(),
         symbols,
         paths,
+        changed_files,
         budget_chars,
         max_items,
         exclude_path: None,

@@ -28,6 +28,10 @@ pub struct ContextRequest {
     /// Repository-relative files to include (at most 20; needs `source_id` or `git_url`).
     #[serde(default)]
     pub paths: Vec<String>,
+    /// Repository-relative files being changed (at most 20; needs `source_id` or `git_url`):
+    /// included with the files that import them, their tests and their build files.
+    #[serde(default)]
+    pub changed_files: Vec<String>,
     /// Characters of excerpt the pack may hold (500 to 100,000; default 12,000).
     pub budget_chars: Option<usize>,
     /// Items at most (1 to 100; default 20).
@@ -77,11 +81,19 @@ pub async fn context(
     if !(1..=MAX_ITEMS).contains(&max_items) {
         return Err(unprocessable(format!("max_items must be 1 to {MAX_ITEMS}")));
     }
-    if request.symbols.len() > 20 || request.paths.len() > 20 {
-        return Err(unprocessable("at most 20 symbols and 20 paths"));
+    if request.symbols.len() > 20 || request.paths.len() > 20 || request.changed_files.len() > 20 {
+        return Err(unprocessable(
+            "at most 20 symbols, 20 paths and 20 changed_files",
+        ));
     }
-    if request.task.trim().is_empty() && request.symbols.is_empty() && request.paths.is_empty() {
-        return Err(unprocessable("give a task, symbols or paths"));
+    if request.task.trim().is_empty()
+        && request.symbols.is_empty()
+        && request.paths.is_empty()
+        && request.changed_files.is_empty()
+    {
+        return Err(unprocessable(
+            "give a task, symbols, paths or changed_files",
+        ));
     }
     let symbols = request
         .symbols
@@ -92,17 +104,24 @@ pub async fn context(
                 .ok_or_else(|| unprocessable(format!("{symbol:?} is not an identifier")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let paths = request
-        .paths
-        .iter()
-        .map(|p| clean_path(p).map_err(|e| unprocessable(e.to_string())))
-        .collect::<Result<Vec<_>, _>>()?;
+    let clean = |list: &[String]| {
+        list.iter()
+            .map(|p| clean_path(p).map_err(|e| unprocessable(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let paths = clean(&request.paths)?;
+    let changed_files = clean(&request.changed_files)?;
     let allowed = allowed
         .as_ref()
         .map(|Extension(a)| a)
         .unwrap_or(&state.repositories);
-    if request.source_id.is_none() && request.git_url.is_none() && !paths.is_empty() {
-        return Err(unprocessable("paths need source_id or git_url"));
+    if request.source_id.is_none()
+        && request.git_url.is_none()
+        && !(paths.is_empty() && changed_files.is_empty())
+    {
+        return Err(unprocessable(
+            "paths and changed_files need source_id or git_url",
+        ));
     }
     let repos = super::search::selected_repositories(
         allowed,
@@ -116,6 +135,7 @@ pub async fn context(
                 task: request.task.chars().take(8192).collect(),
                 symbols,
                 paths,
+                changed_files,
                 budget_chars,
                 max_items,
                 exclude_path: None,

@@ -27,7 +27,11 @@ use tabby_index::{
     repo_files::{RepoFiles, Snapshot},
 };
 
-use super::code::{CodeSearchService, symbols::SymbolUse};
+use super::code::{
+    CodeSearchService,
+    relations::{ImplSite, RelationGraph},
+    symbols::SymbolUse,
+};
 
 /// Default and largest budget of a pack, in characters of excerpt.
 pub const DEFAULT_BUDGET_CHARS: usize = 12_000;
@@ -50,8 +54,39 @@ const MAX_TASK_SYMBOLS: usize = 8;
 const MAX_FILES_PER_PACK: usize = 200;
 /// Chunks looked at per symbol to find the files that define or use it.
 const SYMBOL_CHUNKS: usize = 50;
+/// First-step items expanded a second time, and what each symbol gives in that step.
+const SECOND_STEP_ENTRIES: usize = 6;
+const SECOND_STEP_PER_SYMBOL: usize = 2;
+/// Imported names an entry point's imports contribute, tests that import its file, and the
+/// dependents of a changed file.
+const IMPORTS_PER_ENTRY: usize = 3;
+const TESTS_PER_ENTRY: usize = 3;
+const DEPENDENTS_PER_ENTRY: usize = 3;
+/// Lines of a build file shown.
+const BUILD_FILE_LINES: usize = 40;
+/// Files that say how the code in their directory (and below) is built or configured.
+const BUILD_FILES: &[&str] = &[
+    "Cargo.toml",
+    "package.json",
+    "tsconfig.json",
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "go.mod",
+    "pom.xml",
+    "build.gradle",
+    "build.gradle.kts",
+    "CMakeLists.txt",
+    "meson.build",
+    "Makefile",
+    "BUILD",
+    "BUILD.bazel",
+    "Gemfile",
+    "composer.json",
+];
 
-/// Why an item is in the pack.
+/// Why an item is in the pack. Expansion reasons say which entry point (or, two steps out,
+/// which expanded item) they came `from` and at what `depth` (1 or 2).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 #[serde(tag = "edge", rename_all = "snake_case")]
 pub enum Reason {
@@ -65,17 +100,63 @@ pub enum Reason {
     },
     /// The definition of a symbol the task (or the caller) names.
     Definition { symbol: String },
-    /// A place that uses a symbol defined in entry point `from` (an index into `items`).
-    Reference { symbol: String, from: String },
-    /// A test of an entry point: a test file using its symbol, or paired with its file by name.
-    Test { of: String, by: &'static str },
+    /// A place that uses a symbol defined in `from`.
+    Reference {
+        symbol: String,
+        from: String,
+        depth: u8,
+    },
+    /// A test of an entry point: a test file using its symbol, importing its file, or paired
+    /// with its file by name.
+    Test {
+        of: String,
+        by: &'static str,
+        depth: u8,
+    },
+    /// A type that implements (or extends) an interface, trait or base class defined in `from`.
+    Implementation {
+        interface: String,
+        #[serde(rename = "type")]
+        type_name: String,
+        how: String,
+        from: String,
+        depth: u8,
+    },
+    /// The interface, trait or base class that a type defined in `from` implements.
+    Interface {
+        interface: String,
+        #[serde(rename = "type")]
+        type_name: String,
+        how: String,
+        from: String,
+        depth: u8,
+    },
+    /// The definition of a name that `from`'s file imports and uses.
+    Import {
+        symbol: String,
+        from: String,
+        depth: u8,
+    },
+    /// A file that imports the changed (or requested) file `of`, where it uses it.
+    Dependent { of: String, depth: u8 },
+    /// The build or configuration file nearest the changed (or requested) file `of`.
+    BuildFile { of: String, depth: u8 },
     /// A file the caller asked for.
     Requested,
+    /// A file the caller says changed.
+    Changed,
 }
 
 impl Reason {
     /// The reason in words, as the Answer Engine's attachments show it.
     pub fn describe(&self) -> String {
+        let steps = |depth: &u8| {
+            if *depth > 1 {
+                format!(" ({depth} steps)")
+            } else {
+                String::new()
+            }
+        };
         match self {
             Reason::Search { matched_words, .. } if matched_words.is_empty() => {
                 "search hit".to_string()
@@ -84,9 +165,41 @@ impl Reason {
                 format!("search hit: matches {}", matched_words.join(", "))
             }
             Reason::Definition { symbol } => format!("definition of {symbol}"),
-            Reason::Reference { symbol, from } => format!("uses {symbol} (defined in {from})"),
-            Reason::Test { of, by } => format!("test of {of} (by {by})"),
+            Reason::Reference {
+                symbol,
+                from,
+                depth,
+            } => format!("uses {symbol} (defined in {from}){}", steps(depth)),
+            Reason::Test { of, by, depth } => format!("test of {of} (by {by}){}", steps(depth)),
+            Reason::Implementation {
+                interface,
+                type_name,
+                how,
+                from,
+                depth,
+            } => format!(
+                "{type_name} implements {interface} ({how}; {interface} defined in {from}){}",
+                steps(depth)
+            ),
+            Reason::Interface {
+                interface,
+                type_name,
+                how,
+                from,
+                depth,
+            } => format!(
+                "{interface}, which {type_name} implements ({how}; {type_name} defined in {from}){}",
+                steps(depth)
+            ),
+            Reason::Import {
+                symbol,
+                from,
+                depth,
+            } => format!("{symbol}, imported by {from}{}", steps(depth)),
+            Reason::Dependent { of, depth } => format!("imports {of}{}", steps(depth)),
+            Reason::BuildFile { of, depth } => format!("build file of {of}{}", steps(depth)),
             Reason::Requested => "requested".to_string(),
+            Reason::Changed => "changed".to_string(),
         }
     }
 }
@@ -117,6 +230,7 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
                     task: task.chars().take(8192).collect(),
                     symbols: Vec::new(),
                     paths: Vec::new(),
+                    changed_files: Vec::new(),
                     budget_chars: ANSWER_BUDGET_CHARS,
                     max_items: ANSWER_MAX_ITEMS,
                     exclude_path: None,
@@ -224,6 +338,9 @@ pub struct ContextRequest {
     pub symbols: Vec<String>,
     /// Paths (repository-relative, checked by the caller) to include, in the first repository.
     pub paths: Vec<String>,
+    /// Paths (checked like `paths`) the caller changed: included, with their dependents, tests
+    /// and build files.
+    pub changed_files: Vec<String>,
     pub budget_chars: usize,
     pub max_items: usize,
     /// A file left out of the pack (an evaluation's query file; the editor's own file).
@@ -251,6 +368,137 @@ struct Candidate {
     reasons: Vec<Reason>,
     priority: u8,
     score: f32,
+    /// 0 for an entry point, else the expansion step that found it.
+    depth: u8,
+}
+
+impl Candidate {
+    /// An item expansion found at `depth`; second-step items come after every first-step one.
+    fn expanded(
+        repo: usize,
+        path: &str,
+        (start, end): (usize, usize),
+        priority: u8,
+        depth: u8,
+        reason: Reason,
+    ) -> Candidate {
+        Candidate {
+            repo,
+            path: path.to_string(),
+            language: String::new(),
+            start,
+            end,
+            anchor: 0,
+            reasons: vec![reason],
+            priority: if depth > 1 { priority.max(5) } else { priority },
+            score: 0.0,
+            depth,
+        }
+    }
+
+    /// Whether a second step from this item follows code relations (not tests or build files).
+    fn leads_further(&self) -> bool {
+        self.reasons.iter().any(|r| {
+            matches!(
+                r,
+                Reason::Reference { .. }
+                    | Reason::Implementation { .. }
+                    | Reason::Interface { .. }
+                    | Reason::Import { .. }
+            )
+        })
+    }
+}
+
+/// Where expansion starts from.
+struct Entry {
+    repo: usize,
+    path: String,
+    language: String,
+    start: usize,
+    end: usize,
+    depth: u8,
+    /// A file the caller gave (requested or changed).
+    given: bool,
+}
+
+impl Entry {
+    fn of(c: &Candidate) -> Entry {
+        Entry {
+            repo: c.repo,
+            path: c.path.clone(),
+            language: c.language.clone(),
+            start: c.start,
+            end: c.end,
+            depth: c.depth,
+            given: c
+                .reasons
+                .iter()
+                .any(|r| matches!(r, Reason::Requested | Reason::Changed)),
+        }
+    }
+}
+
+/// A definition's 1-based, inclusive lines.
+fn tag_lines(tag: &Tag) -> (usize, usize) {
+    (
+        tag.line_range.start + 1,
+        tag.line_range.end.max(tag.line_range.start + 1),
+    )
+}
+
+/// Where `text` uses `symbol`: the innermost definition around its first use inside one (the
+/// caller), else a few lines around its first use; never its own definition's name.
+fn use_site(text: &str, tags: &[Tag], symbol: &str) -> Option<(usize, usize)> {
+    let definition_lines: Vec<usize> = tags
+        .iter()
+        .filter(|t| t.name == symbol)
+        .map(|t| name_line(text, t))
+        .collect();
+    let uses: Vec<usize> = occurrences(text, symbol)
+        .into_iter()
+        .map(|(line, _)| line)
+        .filter(|line| !definition_lines.contains(line))
+        .collect();
+    let enclosing = |line: usize| {
+        tags.iter()
+            .filter(|t| {
+                t.line_range.start < line && line <= t.line_range.end.max(t.line_range.start + 1)
+            })
+            .min_by_key(|t| t.line_range.end - t.line_range.start)
+    };
+    if let Some(t) = uses.iter().find_map(|&line| enclosing(line)) {
+        return Some(tag_lines(t));
+    }
+    let line = *uses.first()?;
+    Some((
+        line.saturating_sub(REFERENCE_CONTEXT).max(1),
+        line + REFERENCE_CONTEXT,
+    ))
+}
+
+/// The build files nearest `path`: those in its directory or, failing that, the closest
+/// directory above it that has any (`files` sorted, as a snapshot lists them).
+fn build_files(path: &str, files: &[String]) -> Vec<String> {
+    let mut dir = path.rsplit_once('/').map(|(d, _)| d);
+    loop {
+        let found: Vec<String> = BUILD_FILES
+            .iter()
+            .map(|name| match dir {
+                Some(d) => format!("{d}/{name}"),
+                None => name.to_string(),
+            })
+            .filter(|candidate| candidate != path && files.binary_search(candidate).is_ok())
+            .take(2)
+            .collect();
+        if !found.is_empty() {
+            return found;
+        }
+        match dir {
+            None => return Vec::new(),
+            Some(d) => dir = d.rsplit_once('/').map(|(parent, _)| parent),
+        }
+    }
 }
 
 /// A repository's short name: the last part of its git URL (its source id when it has none).
@@ -348,12 +596,41 @@ type CachedText = ((usize, String), Option<Arc<String>>);
 /// The snapshots and file texts one pack reads, each once.
 struct FileCache {
     snapshots: Vec<Option<Arc<Snapshot>>>,
+    /// Each repository's relationship graph, looked up once per pack (`None` inside: none).
+    graphs: Vec<Option<Option<Arc<RelationGraph>>>>,
     texts: Vec<CachedText>,
     /// Definitions per (repository index, path), each file parsed once per pack.
     tags: std::collections::HashMap<(usize, String), Arc<Vec<Tag>>>,
 }
 
 impl FileCache {
+    /// The first lines of a file, at most `max` (one when it cannot be read).
+    fn head(
+        &mut self,
+        files: &RepoFiles,
+        repos: &[CodeRepository],
+        repo: usize,
+        path: &str,
+        max: usize,
+    ) -> (usize, usize) {
+        let lines = self
+            .text(files, repos, repo, path)
+            .map_or(1, |t| t.lines().count().max(1));
+        (1, lines.min(max))
+    }
+
+    fn graph(
+        &mut self,
+        search: &CodeSearchService,
+        repos: &[CodeRepository],
+        repo: usize,
+    ) -> Option<Arc<RelationGraph>> {
+        if self.graphs[repo].is_none() {
+            self.graphs[repo] = Some(search.relation_graph(&repos[repo].source_id).ok());
+        }
+        self.graphs[repo].clone().flatten()
+    }
+
     fn tags(&mut self, repo: usize, path: &str, language: &str, text: &str) -> Arc<Vec<Tag>> {
         self.tags
             .entry((repo, path.to_string()))
@@ -447,14 +724,20 @@ impl ContextService {
     ) -> Result<Pack, CodeSearchError> {
         let mut cache = FileCache {
             snapshots: vec![None; repos.len()],
+            graphs: vec![None; repos.len()],
             texts: Vec::new(),
             tags: Default::default(),
         };
         let mut candidates: Vec<Candidate> = Vec::new();
         let mut gaps = Vec::new();
 
-        // Requested paths, in the first repository.
-        for path in &request.paths {
+        // Requested and changed paths, in the first repository.
+        let given = request
+            .paths
+            .iter()
+            .map(|p| (p, Reason::Requested))
+            .chain(request.changed_files.iter().map(|p| (p, Reason::Changed)));
+        for (path, reason) in given {
             match repos
                 .first()
                 .and_then(|_| cache.text(&self.files, repos, 0, path))
@@ -468,9 +751,10 @@ impl ContextService {
                         start: 1,
                         end: lines.min(MAX_ITEM_LINES),
                         anchor: 0,
-                        reasons: vec![Reason::Requested],
+                        reasons: vec![reason],
                         priority: 0,
                         score: 0.0,
+                        depth: 0,
                     });
                 }
                 None => gaps.push(Gap::MissingPath { path: path.clone() }),
@@ -504,6 +788,7 @@ impl ContextService {
                     }],
                     priority: 2,
                     score: 1.0,
+                    depth: 0,
                 });
             }
         }
@@ -535,70 +820,29 @@ impl ContextService {
                 priority: 1,
                 // The search's own order (the learned ranker's), not one of its raw scores.
                 score: 1.0 / (rank + 1) as f32,
+                depth: 0,
             });
         }
 
-        // Expansion, one step from each entry point.
-        let entries: Vec<(usize, String, String, usize, usize)> = candidates
-            .iter()
-            .map(|c| (c.repo, c.path.clone(), c.language.clone(), c.start, c.end))
-            .collect();
-        let mut expanded = Vec::new();
+        // Expansion: one step from every entry point, then a second step from the first
+        // items the first step found (callers of callers, implementations' uses, ...).
         let mut followed: HashSet<(usize, String)> = HashSet::new();
-        for (repo, path, language, start, end) in entries {
-            let Some(text) = cache.text(&self.files, repos, repo, &path) else {
-                continue;
-            };
-            let language = if language.is_empty() {
-                self.code_search.language_of(&path)
-            } else {
-                language
-            };
-            let defined: Vec<Tag> = cache
-                .tags(repo, &path, &language, &text)
-                .iter()
-                .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
-                .take(SYMBOLS_PER_ENTRY)
-                .cloned()
-                .collect();
-            let entry = format!("{}:{path}:{start}-{end}", repository_name(&repos[repo]));
-            for tag in defined {
-                if !followed.insert((repo, tag.name.clone())) {
-                    continue;
-                }
-                expanded.extend(self.references(repos, &mut cache, repo, &tag.name, &entry)?);
-            }
-            // Tests paired by file name.
-            let names = paired_test_names(&path);
-            if names.is_empty() {
-                continue;
-            }
-            if let Some(snapshot) = cache.snapshot(&self.files, repos, repo) {
-                for test in snapshot.files.iter().filter(|f| {
-                    let name = f.rsplit('/').next().unwrap_or(f);
-                    names.iter().any(|n| n == name)
-                }) {
-                    let lines = cache
-                        .text(&self.files, repos, repo, test)
-                        .map_or(1, |t| t.lines().count().max(1));
-                    expanded.push(Candidate {
-                        repo,
-                        path: test.clone(),
-                        language: language.clone(),
-                        start: 1,
-                        end: lines.min(MAX_ITEM_LINES),
-                        anchor: 0,
-                        reasons: vec![Reason::Test {
-                            of: entry.clone(),
-                            by: "file name",
-                        }],
-                        priority: 4,
-                        score: 0.0,
-                    });
-                }
-            }
+        let mut first_step = Vec::new();
+        for entry in candidates.iter().map(Entry::of).collect::<Vec<_>>() {
+            self.expand(repos, &mut cache, &entry, &mut followed, &mut first_step)?;
         }
-        candidates.extend(expanded);
+        let mut second_step = Vec::new();
+        let seconds: Vec<Entry> = first_step
+            .iter()
+            .filter(|c| c.leads_further())
+            .take(SECOND_STEP_ENTRIES)
+            .map(Entry::of)
+            .collect();
+        for entry in seconds {
+            self.expand(repos, &mut cache, &entry, &mut followed, &mut second_step)?;
+        }
+        candidates.extend(first_step);
+        candidates.extend(second_step);
 
         if let Some(excluded) = &request.exclude_path {
             candidates.retain(|c| &c.path != excluded);
@@ -608,6 +852,284 @@ impl ContextService {
         }
         let merged = merge(candidates);
         self.fill(repos, &mut cache, merged, request, task_words, gaps)
+    }
+
+    /// One step of expansion from `entry` (an entry point at depth 0, or an item the first
+    /// step found): the references, implementations and interfaces of the symbols it
+    /// defines; from entry points also the definitions of the names their file imports and
+    /// uses there, and their tests; from changed or requested files their dependents and
+    /// build files.
+    fn expand(
+        &self,
+        repos: &[CodeRepository],
+        cache: &mut FileCache,
+        entry: &Entry,
+        followed: &mut HashSet<(usize, String)>,
+        out: &mut Vec<Candidate>,
+    ) -> Result<(), CodeSearchError> {
+        let repo = entry.repo;
+        let depth = entry.depth + 1;
+        let Some(text) = cache.text(&self.files, repos, repo, &entry.path) else {
+            return Ok(());
+        };
+        let language = if entry.language.is_empty() {
+            self.code_search.language_of(&entry.path)
+        } else {
+            entry.language.clone()
+        };
+        let label = format!(
+            "{}:{}:{}-{}",
+            repository_name(&repos[repo]),
+            entry.path,
+            entry.start,
+            entry.end
+        );
+        let graph = cache.graph(&self.code_search, repos, repo);
+        let tags = cache.tags(repo, &entry.path, &language, &text);
+        let defined: Vec<Tag> = tags
+            .iter()
+            .filter(|t| (entry.start..=entry.end).contains(&(t.line_range.start + 1)))
+            .take(SYMBOLS_PER_ENTRY)
+            .cloned()
+            .collect();
+        let per_symbol = if depth == 1 {
+            REFERENCES_PER_SYMBOL
+        } else {
+            SECOND_STEP_PER_SYMBOL
+        };
+        for tag in &defined {
+            if !followed.insert((repo, tag.name.clone())) {
+                continue;
+            }
+            out.extend(self.references(repos, cache, repo, &tag.name, &label, depth, per_symbol)?);
+            if let Some(graph) = &graph {
+                // Implementations of an interface (trait, base class) defined here.
+                for site in graph
+                    .implementations_of(&tag.name)
+                    .iter()
+                    .filter(|s| s.path != entry.path || s.start_line != tag.line_range.start + 1)
+                    .take(per_symbol)
+                {
+                    let Some((start, end)) = self.site_lines(repos, cache, repo, site) else {
+                        continue;
+                    };
+                    out.push(Candidate::expanded(
+                        repo,
+                        &site.path,
+                        (start, end),
+                        3,
+                        depth,
+                        Reason::Implementation {
+                            interface: tag.name.clone(),
+                            type_name: site.type_name.clone(),
+                            how: site.how.clone(),
+                            from: label.clone(),
+                            depth,
+                        },
+                    ));
+                }
+                // What a type defined here implements: the interfaces' definitions.
+                let mut interfaces: Vec<&str> = graph
+                    .supertypes_of(&tag.name)
+                    .iter()
+                    .map(|s| s.interface.as_str())
+                    .collect();
+                interfaces.dedup();
+                for interface in interfaces.into_iter().take(per_symbol) {
+                    let Some(site) = graph
+                        .supertypes_of(&tag.name)
+                        .iter()
+                        .find(|s| s.interface == interface)
+                    else {
+                        continue;
+                    };
+                    let definitions = self.definitions(&repos[repo..=repo], cache, interface)?;
+                    if let Some((_, path, language, def)) = definitions.into_iter().next() {
+                        let mut c = Candidate::expanded(
+                            repo,
+                            &path,
+                            tag_lines(&def),
+                            3,
+                            depth,
+                            Reason::Interface {
+                                interface: interface.to_string(),
+                                type_name: tag.name.clone(),
+                                how: site.how.clone(),
+                                from: label.clone(),
+                                depth,
+                            },
+                        );
+                        c.language = language;
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        if depth > 1 {
+            return Ok(());
+        }
+        let given = entry.given;
+        if let Some(graph) = &graph {
+            // The definitions of the imported names this entry uses.
+            let (imported_files, names) = graph.imports_of(&entry.path);
+            let excerpt: String = text
+                .lines()
+                .skip(entry.start.saturating_sub(1))
+                .take(entry.end + 1 - entry.start.min(entry.end))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let used: Vec<&String> = names
+                .iter()
+                .filter(|n| !occurrences(&excerpt, n).is_empty())
+                .take(IMPORTS_PER_ENTRY)
+                .collect();
+            for name in used {
+                if !followed.insert((repo, name.clone())) {
+                    continue;
+                }
+                for file in &imported_files {
+                    let Some(file_text) = cache.text(&self.files, repos, repo, file) else {
+                        continue;
+                    };
+                    let file_language = self.code_search.language_of(file);
+                    let file_tags = cache.tags(repo, file, &file_language, &file_text);
+                    if let Some(def) = file_tags.iter().find(|t| &t.name == name) {
+                        let mut c = Candidate::expanded(
+                            repo,
+                            file,
+                            tag_lines(def),
+                            3,
+                            depth,
+                            Reason::Import {
+                                symbol: name.clone(),
+                                from: label.clone(),
+                                depth,
+                            },
+                        );
+                        c.language = file_language;
+                        out.push(c);
+                        break;
+                    }
+                }
+            }
+            // Files that import a changed or requested file, where they use it.
+            if given {
+                let defined_names: Vec<String> = tags.iter().map(|t| t.name.clone()).collect();
+                for dependent in graph
+                    .imported_by(&entry.path)
+                    .into_iter()
+                    .filter(|p| !is_test_path(p))
+                    .take(DEPENDENTS_PER_ENTRY)
+                {
+                    let Some(dep_text) = cache.text(&self.files, repos, repo, dependent) else {
+                        continue;
+                    };
+                    let dep_language = self.code_search.language_of(dependent);
+                    let dep_tags = cache.tags(repo, dependent, &dep_language, &dep_text);
+                    let (_, imported) = graph.imports_of(dependent);
+                    let lines = imported
+                        .iter()
+                        .filter(|n| defined_names.contains(n))
+                        .find_map(|n| use_site(&dep_text, &dep_tags, n))
+                        .unwrap_or((1, dep_text.lines().count().clamp(1, REFERENCE_CONTEXT * 3)));
+                    let mut c = Candidate::expanded(
+                        repo,
+                        dependent,
+                        lines,
+                        3,
+                        depth,
+                        Reason::Dependent {
+                            of: entry.path.clone(),
+                            depth,
+                        },
+                    );
+                    c.language = dep_language;
+                    out.push(c);
+                }
+            }
+        }
+        // Build files of a changed or requested file.
+        if given && let Some(snapshot) = cache.snapshot(&self.files, repos, repo) {
+            for build in build_files(&entry.path, &snapshot.files) {
+                let lines = cache.head(&self.files, repos, repo, &build, BUILD_FILE_LINES);
+                out.push(Candidate::expanded(
+                    repo,
+                    &build,
+                    lines,
+                    4,
+                    depth,
+                    Reason::BuildFile {
+                        of: entry.path.clone(),
+                        depth,
+                    },
+                ));
+            }
+        }
+        // Tests: those that import the entry's file, then those paired with it by name.
+        let mut tests: Vec<(String, &'static str)> = graph
+            .as_ref()
+            .map(|g| {
+                g.tests_importing(&entry.path)
+                    .into_iter()
+                    .take(TESTS_PER_ENTRY)
+                    .map(|t| (t.to_string(), "import"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let names = paired_test_names(&entry.path);
+        if !names.is_empty()
+            && let Some(snapshot) = cache.snapshot(&self.files, repos, repo)
+        {
+            for file in snapshot.files.iter().filter(|f| {
+                let name = f.rsplit('/').next().unwrap_or(f);
+                names.iter().any(|n| n == name)
+            }) {
+                if !tests.iter().any(|(t, _)| t == file) {
+                    tests.push((file.clone(), "file name"));
+                }
+            }
+        }
+        for (test, by) in tests {
+            let lines = cache.head(&self.files, repos, repo, &test, MAX_ITEM_LINES);
+            out.push(Candidate::expanded(
+                repo,
+                &test,
+                lines,
+                4,
+                depth,
+                Reason::Test {
+                    of: label.clone(),
+                    by,
+                    depth,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// The lines of an implementation site; for a Go type matched by its methods, the type's
+    /// definition (in the site's file, else in its package).
+    fn site_lines(
+        &self,
+        repos: &[CodeRepository],
+        cache: &mut FileCache,
+        repo: usize,
+        site: &ImplSite,
+    ) -> Option<(usize, usize)> {
+        if site.start_line > 0 {
+            return Some((site.start_line, site.end_line.max(site.start_line)));
+        }
+        let text = cache.text(&self.files, repos, repo, &site.path)?;
+        let language = self.code_search.language_of(&site.path);
+        cache
+            .tags(repo, &site.path, &language, &text)
+            .iter()
+            .find(|t| t.name == site.type_name)
+            .map(tag_lines)
+            .or(Some((
+                1,
+                text.lines().count().clamp(1, REFERENCE_CONTEXT * 3),
+            )))
     }
 
     /// Definitions of `symbol` in the indexed files of `repos`: (repo, path, language, tag).
@@ -642,6 +1164,7 @@ impl ContextService {
 
     /// Where `symbol` (defined in repository `repo`) is used: the enclosing definition of each
     /// use, or a few lines around it; callers first, then tests.
+    #[allow(clippy::too_many_arguments)]
     fn references(
         &self,
         repos: &[CodeRepository],
@@ -649,6 +1172,8 @@ impl ContextService {
         repo: usize,
         symbol: &str,
         entry: &str,
+        depth: u8,
+        limit: usize,
     ) -> Result<Vec<Candidate>, CodeSearchError> {
         let mut files = self.code_search.symbol_files(
             &repos[repo].source_id,
@@ -661,64 +1186,34 @@ impl ContextService {
         files.sort_by_key(|(p, _)| is_test_path(p));
         let mut out = Vec::new();
         for (path, language) in files {
-            if out.len() == REFERENCES_PER_SYMBOL {
+            if out.len() == limit {
                 break;
             }
             let Some(text) = cache.text(&self.files, repos, repo, &path) else {
                 continue;
             };
             let tags = cache.tags(repo, &path, &language, &text);
-            let definition_lines: Vec<usize> = tags
-                .iter()
-                .filter(|t| t.name == symbol)
-                .map(|t| name_line(&text, t))
-                .collect();
-            let Some((line, _)) = occurrences(&text, symbol)
-                .into_iter()
-                .find(|(line, _)| !definition_lines.contains(line))
-            else {
+            let Some(lines) = use_site(&text, &tags, symbol) else {
                 continue;
             };
-            // The innermost definition around the use: the caller.
-            let enclosing = tags
-                .iter()
-                .filter(|t| {
-                    t.line_range.start < line
-                        && line <= t.line_range.end.max(t.line_range.start + 1)
-                })
-                .min_by_key(|t| t.line_range.end - t.line_range.start);
-            let (start, end) = match enclosing {
-                Some(t) => (
-                    t.line_range.start + 1,
-                    t.line_range.end.max(t.line_range.start + 1),
-                ),
-                None => (
-                    line.saturating_sub(REFERENCE_CONTEXT).max(1),
-                    line + REFERENCE_CONTEXT,
-                ),
-            };
-            let reason = if is_test_path(&path) {
+            let test = is_test_path(&path);
+            let reason = if test {
                 Reason::Test {
                     of: format!("{symbol} ({entry})"),
                     by: "reference",
+                    depth,
                 }
             } else {
                 Reason::Reference {
                     symbol: symbol.to_string(),
                     from: entry.to_string(),
+                    depth,
                 }
             };
-            out.push(Candidate {
-                repo,
-                priority: if is_test_path(&path) { 4 } else { 3 },
-                path,
-                language,
-                start,
-                end,
-                anchor: 0,
-                reasons: vec![reason],
-                score: 0.0,
-            });
+            let mut c =
+                Candidate::expanded(repo, &path, lines, if test { 4 } else { 3 }, depth, reason);
+            c.language = language;
+            out.push(c);
         }
         Ok(out)
     }
@@ -873,6 +1368,7 @@ fn merge(mut candidates: Vec<Candidate>) -> Vec<Candidate> {
                 }
             }
             last.priority = last.priority.min(c.priority);
+            last.depth = last.depth.min(c.depth);
             last.score = last.score.max(c.score);
             if last.language.is_empty() {
                 last.language = c.language;
@@ -914,6 +1410,7 @@ mod tests {
             }],
             priority,
             score: 0.0,
+            depth: 0,
         }
     }
 
@@ -1002,5 +1499,232 @@ mod tests {
         assert!(names.contains(&"pricing_test.py".to_string()));
         assert!(paired_test_names("tests/test_pricing.py").is_empty());
         assert!(paired_test_names("Makefile").is_empty());
+    }
+}
+
+/// Packs over a real index of a small multi-language repository: the relationship records
+/// the indexer stored give implementation, interface, import-test, dependent and build-file
+/// edges, and a second step follows callers of callers.
+#[cfg(test)]
+mod relation_tests {
+    use std::path::Path;
+
+    use tabby_common::config::CodeSearchParams;
+
+    use super::*;
+    use crate::services::code::tests::{index_sources, write};
+
+    fn shop(dir: &Path) {
+        write(
+            dir,
+            "Cargo.toml",
+            "[package]\nname = \"store\"\nversion = \"0.1.0\"\n",
+        );
+        write(dir, "pyproject.toml", "[project]\nname = \"shop\"\n");
+        write(
+            dir,
+            "src/lib.rs",
+            "pub mod cache;\npub mod disk;\npub mod server;\npub mod storage;\n",
+        );
+        write(
+            dir,
+            "src/storage.rs",
+            "/// Where blobs live.\npub trait Storage {\n    fn put_blob(&mut self, key: &str, value: Vec<u8>);\n    fn fetch_blob(&self, key: &str) -> Option<Vec<u8>>;\n}\n",
+        );
+        write(
+            dir,
+            "src/disk.rs",
+            "use crate::storage::Storage;\n\npub struct DiskStore {\n    root: String,\n}\n\nimpl Storage for DiskStore {\n    fn put_blob(&mut self, key: &str, value: Vec<u8>) {\n        let _ = (key, value, &self.root);\n    }\n\n    fn fetch_blob(&self, key: &str) -> Option<Vec<u8>> {\n        std::fs::read(format!(\"{}/{key}\", self.root)).ok()\n    }\n}\n",
+        );
+        write(
+            dir,
+            "src/cache.rs",
+            "use crate::disk::DiskStore;\nuse crate::storage::Storage;\n\npub fn warm_cache(store: &DiskStore) -> usize {\n    store.fetch_blob(\"index\").map_or(0, |b| b.len())\n}\n",
+        );
+        write(
+            dir,
+            "src/server.rs",
+            "use crate::cache::warm_cache;\nuse crate::disk::DiskStore;\n\npub fn start_server(store: &DiskStore) {\n    let warmed = warm_cache(store);\n    println!(\"{warmed}\");\n}\n",
+        );
+        write(
+            dir,
+            "shop/pricing.py",
+            "def discount(price, rate):\n    return round(price * (1 - rate), 2)\n",
+        );
+        write(
+            dir,
+            "tests/test_totals.py",
+            "from shop.pricing import discount\n\n\ndef test_totals_round():\n    assert discount(10, 0.333) == 6.67\n",
+        );
+    }
+
+    async fn open_service(root: &Path, repo: &Path) -> Arc<ContextService> {
+        let (search, _) = index_sources(root, &[("config:shop", repo)], true).await;
+        Arc::new(ContextService {
+            code_search: Arc::new(search),
+            files: Arc::new(RepoFiles::new(root.join("repos"))),
+            search_params: CodeSearchParams::answer_default(),
+        })
+    }
+
+    fn repos(repo: &Path) -> Vec<CodeRepository> {
+        vec![CodeRepository {
+            git_url: format!("file://{}", repo.display()),
+            source_id: "config:shop".into(),
+        }]
+    }
+
+    fn request(symbols: &[&str], changed: &[&str]) -> ContextRequest {
+        ContextRequest {
+            task: String::new(),
+            symbols: symbols.iter().map(|s| s.to_string()).collect(),
+            paths: Vec::new(),
+            changed_files: changed.iter().map(|s| s.to_string()).collect(),
+            budget_chars: DEFAULT_BUDGET_CHARS,
+            max_items: MAX_ITEMS,
+            exclude_path: None,
+            include_generated: false,
+        }
+    }
+
+    fn reasons<'p>(pack: &'p Pack, path: &str) -> Vec<&'p Reason> {
+        pack.items
+            .iter()
+            .filter(|i| i.path == path)
+            .flat_map(|i| &i.reasons)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn typed_edges_two_steps_and_build_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let repo = tmp.path().join("shop");
+        shop(&repo);
+        let service = open_service(tmp.path(), &repo).await;
+
+        // The trait's implementation (depth 1), and from it the callers of its methods
+        // (depth 2).
+        let pack = service
+            .build(repos(&repo), request(&["Storage"], &[]))
+            .await
+            .unwrap();
+        let disk = reasons(&pack, "src/disk.rs");
+        assert!(
+            disk.iter().any(
+                |r| matches!(r, Reason::Implementation { interface, type_name, how, depth: 1, .. }
+                if interface == "Storage" && type_name == "DiskStore" && how == "impl")
+            ),
+            "{:#?}",
+            pack.items
+        );
+        assert!(
+            reasons(&pack, "src/cache.rs").iter().any(|r| matches!(r,
+                Reason::Reference { symbol, from, depth: 2 }
+                    if symbol == "fetch_blob" && from.starts_with("shop:src/disk.rs:7-"))),
+            "{:#?}",
+            pack.items
+        );
+        assert!(
+            reasons(&pack, "src/server.rs")
+                .iter()
+                .any(|r| matches!(r, Reason::Reference { depth: 2, .. })),
+            "{:#?}",
+            pack.items
+        );
+        // Second-step items come after every first-step item.
+        let position = |path: &str| pack.items.iter().position(|i| i.path == path).unwrap();
+        assert!(position("src/server.rs") > position("src/disk.rs"));
+        assert!(pack.used_chars <= DEFAULT_BUDGET_CHARS);
+
+        // From the type: the trait it implements.
+        let pack = service
+            .build(repos(&repo), request(&["DiskStore"], &[]))
+            .await
+            .unwrap();
+        let storage = reasons(&pack, "src/storage.rs");
+        assert!(
+            storage.iter().any(
+                |r| matches!(r, Reason::Interface { interface, type_name, .. }
+                if interface == "Storage" && type_name == "DiskStore")
+            ),
+            "{:#?}",
+            pack.items
+        );
+        let item = pack
+            .items
+            .iter()
+            .find(|i| i.path == "src/storage.rs")
+            .unwrap();
+        assert!(
+            item.excerpt.contains("pub trait Storage"),
+            "{}",
+            item.excerpt
+        );
+
+        // A changed file: its dependents where they use it, its build file.
+        let pack = service
+            .build(repos(&repo), request(&[], &["src/storage.rs"]))
+            .await
+            .unwrap();
+        assert_eq!(pack.items[0].path, "src/storage.rs");
+        assert_eq!(pack.items[0].reasons[0], Reason::Changed);
+        assert!(
+            reasons(&pack, "src/disk.rs").iter().any(|r| matches!(r,
+                Reason::Dependent { of, depth: 1 } if of == "src/storage.rs")),
+            "{:#?}",
+            pack.items
+        );
+        let build: Vec<&PackItem> = pack
+            .items
+            .iter()
+            .filter(|i| {
+                i.reasons
+                    .iter()
+                    .any(|r| matches!(r, Reason::BuildFile { .. }))
+            })
+            .collect();
+        assert_eq!(build.len(), 2, "{:#?}", pack.items);
+        assert!(build.iter().any(|i| i.path == "Cargo.toml"));
+        assert!(build.iter().all(|i| i.path != "src/storage.rs"));
+
+        // A Python source: the test that imports it (its name pairs with nothing).
+        let pack = service
+            .build(repos(&repo), request(&[], &["shop/pricing.py"]))
+            .await
+            .unwrap();
+        assert!(
+            reasons(&pack, "tests/test_totals.py")
+                .iter()
+                .any(|r| matches!(
+                    r,
+                    Reason::Test {
+                        by: "import",
+                        depth: 1,
+                        ..
+                    }
+                )),
+            "{:#?}",
+            pack.items
+        );
+
+        // The records are garbage-collected with their file: without disk.rs, no
+        // implementation of Storage is left.
+        std::fs::remove_file(repo.join("src/disk.rs")).unwrap();
+        let service = open_service(tmp.path(), &repo).await;
+        let graph = service.code_search.relation_graph("config:shop").unwrap();
+        assert!(graph.implementations_of("Storage").is_empty());
+        assert!(!graph.is_empty());
+        let pack = service
+            .build(repos(&repo), request(&["Storage"], &[]))
+            .await
+            .unwrap();
+        assert!(
+            pack.items
+                .iter()
+                .flat_map(|i| &i.reasons)
+                .all(|r| !matches!(r, Reason::Implementation { .. })),
+            "{:#?}",
+            pack.items
+        );
     }
 }

@@ -19,13 +19,15 @@ use tantivy::{
     query::{BooleanQuery, Occur, Query},
 };
 
-use super::{Bm25Query, CodeSearchService, bm25_leg, imports, query, stitch};
+use tabby_index::code::imports;
+
+use super::{Bm25Query, CodeSearchService, bm25_leg, query, stitch};
 
 /// Per searcher generation: every indexed file path (all sources), and the resolved imports of
 /// the files completions were asked in.
 #[derive(Default)]
 pub struct PathCache {
-    paths: Mutex<Option<(u64, Arc<imports::RepoFiles>)>>,
+    paths: Mutex<Option<(u64, Arc<imports::PathIndex>)>>,
     imports: Mutex<(u64, ImportsByFile)>,
 }
 
@@ -71,7 +73,7 @@ impl PathCache {
 
     /// The paths of `searcher`'s index, from the term dictionary of the chunks' filepath
     /// attribute (no stored document is read); computed once per searcher generation.
-    fn paths(&self, searcher: &Searcher) -> Arc<imports::RepoFiles> {
+    fn paths(&self, searcher: &Searcher) -> Arc<imports::PathIndex> {
         let generation = searcher.generation().generation_id();
         let mut slot = self.paths.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((g, paths)) = slot.as_ref()
@@ -99,7 +101,7 @@ impl PathCache {
                 }
             }
         }
-        let paths = Arc::new(imports::RepoFiles::new(paths));
+        let paths = Arc::new(imports::PathIndex::new(paths));
         *slot = Some((generation, paths.clone()));
         paths
     }

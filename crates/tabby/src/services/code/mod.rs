@@ -5,9 +5,9 @@
 
 mod hamming;
 mod import_search;
-mod imports;
 pub mod query;
 pub mod ranker;
+pub mod relations;
 pub mod symbols;
 
 use std::{
@@ -75,6 +75,7 @@ pub struct CodeSearchService {
     bits: Arc<BitsCache>,
     filter_docs: Arc<FilterCache>,
     paths: import_search::PathCache,
+    graphs: relations::GraphCache,
 }
 
 /// The legs of one search, before fusion (for `tabby eval`).
@@ -103,6 +104,7 @@ impl CodeSearchService {
             bits: Arc::new(BitsCache::default()),
             filter_docs: Arc::default(),
             paths: Default::default(),
+            graphs: Default::default(),
         }
     }
 
@@ -116,7 +118,7 @@ impl CodeSearchService {
 
     /// Opens the index on first use; until it exists (and has a code corpus) search is NotReady.
     /// The versions that shaped the index's code records (schema, chunker, tags queries,
-    /// embedding model and dimension), for results to cite; `None` before the first index.
+    /// relationship records, embedding model and dimension), for results to cite; `None` before the first index.
     pub fn index_versions(&self) -> Option<serde_json::Value> {
         let loaded = self.loaded().ok()?;
         let meta = &loaded.meta;
@@ -125,6 +127,7 @@ impl CodeSearchService {
             "chunker": meta.chunker,
             "chunk_size": meta.default_chunk_size,
             "tags_queries": meta.tags_query_version,
+            "relations": meta.relations_version,
             "embedding_model": meta.embedding_model,
             "embedding_dim": meta.embedding_dim,
         }))
@@ -805,4 +808,4 @@ pub fn stitch(chunks: &[(Option<usize>, String)]) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

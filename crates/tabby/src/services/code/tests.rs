@@ -13,7 +13,7 @@ use tantivy::DocAddress;
 
 use super::*;
 
-fn write(dir: &Path, rel: &str, text: &str) {
+pub(crate) fn write(dir: &Path, rel: &str, text: &str) {
     let path = dir.join(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, text).unwrap();
@@ -71,7 +71,7 @@ async fn fixture() -> Fixture {
 
 /// Indexes each `(source id, directory)` into `root/index` (with the hash embedding, or none)
 /// and returns a search service over it and each run's summary.
-async fn index_sources(
+pub(crate) async fn index_sources(
     root: &Path,
     sources: &[(&str, &Path)],
     with_embedding: bool,

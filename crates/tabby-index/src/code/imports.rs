@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 /// A repository's indexed files, with lookups by file name and by directory name so that
 /// resolving an import costs the few files of that name, not a scan of the repository.
 #[derive(Debug, Default)]
-pub struct RepoFiles {
+pub struct PathIndex {
     paths: BTreeSet<String>,
     /// File name → the paths with that name.
     by_name: HashMap<String, Vec<String>>,
@@ -21,9 +21,9 @@ pub struct RepoFiles {
     by_dir: HashMap<String, Vec<String>>,
 }
 
-impl RepoFiles {
+impl PathIndex {
     pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
-        let mut files = RepoFiles::default();
+        let mut files = PathIndex::default();
         for path in paths {
             let (dir, name) = path.rsplit_once('/').unwrap_or(("", &path));
             let dir_name = dir.rsplit('/').next().unwrap_or("");
@@ -42,7 +42,7 @@ impl RepoFiles {
         files
     }
 
-    fn contains(&self, path: &str) -> bool {
+    pub fn contains(&self, path: &str) -> bool {
         self.paths.contains(path)
     }
 
@@ -66,14 +66,24 @@ pub struct Imports {
 /// Most files one request's imports resolve to.
 const MAX_FILES: usize = 16;
 /// Most import statements read from one file.
-const MAX_STATEMENTS: usize = 200;
+pub const MAX_STATEMENTS: usize = 200;
 
 /// Imports of `text`, the file `current` in `language`, resolved against `paths` (the indexed
 /// files of the repository, `/`-separated).
-pub fn resolve(language: &str, current: &str, text: &str, paths: &RepoFiles) -> Imports {
+pub fn resolve(language: &str, current: &str, text: &str, paths: &PathIndex) -> Imports {
+    resolve_statements(language, current, &statements(language, text), paths)
+}
+
+/// [`resolve`] on import statements already read (as [`statements`] gives them; the index
+/// stores each file's).
+pub fn resolve_statements(
+    language: &str,
+    current: &str,
+    statements: &[String],
+    paths: &PathIndex,
+) -> Imports {
     let current = current.replace('\\', "/");
     let dir = parent(&current);
-    let statements = statements(language, text);
     let mut files: Vec<String> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     let add = |candidates: Vec<String>, found: &mut Vec<String>| {
@@ -186,7 +196,7 @@ fn normalize(path: &str) -> String {
 }
 
 /// The import statements of `text`, each on one line (continuation lines joined).
-fn statements(language: &str, text: &str) -> Vec<String> {
+pub fn statements(language: &str, text: &str) -> Vec<String> {
     let starts: &[&str] = match language {
         "python" => &["import ", "from "],
         "rust" => &["use ", "pub use ", "pub(crate) use ", "mod ", "pub mod "],
@@ -506,7 +516,7 @@ fn go_imports(statement: &str) -> Vec<String> {
 
 /// The non-test Go files of the repository directory an import path names: the longest tail
 /// of the path that is a directory of the repository.
-fn go_package_files(import: &str, paths: &RepoFiles, current: &str) -> Vec<String> {
+fn go_package_files(import: &str, paths: &PathIndex, current: &str) -> Vec<String> {
     let segments: Vec<&str> = import.split('/').collect();
     let Some(last) = segments.last() else {
         return vec![];
@@ -557,8 +567,8 @@ fn java_import(statement: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn paths(list: &[&str]) -> RepoFiles {
-        RepoFiles::new(list.iter().map(|p| p.to_string()))
+    fn paths(list: &[&str]) -> PathIndex {
+        PathIndex::new(list.iter().map(|p| p.to_string()))
     }
 
     fn check(
