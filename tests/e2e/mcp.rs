@@ -636,6 +636,7 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
             {"name": "get_context", "arguments": {"task": "", "repository": "shop", "changed_files": ["src/pricing.py"]}},
             {"name": "get_context", "arguments": {"task": "", "repository": "shop", "changed_files": ["../secret.txt"]}},
             {"name": "get_context", "arguments": {"task": "", "changed_files": ["src/pricing.py"]}},
+            {"name": "get_context", "arguments": {"task": "x", "depth": 9}},
         ]),
         false,
     )
@@ -686,7 +687,7 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
     };
     assert!(edge_of("src/cart.py", "dependent"), "{changed}");
     assert!(edge_of("tests/test_pricing.py", "test"), "{changed}");
-    for i in 6..8 {
+    for i in 6..9 {
         assert_eq!(rpc_error(&out, i), -32602, "call {i}: {}", result(&out, i));
     }
 
@@ -694,6 +695,7 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
     for body in [
         json!({"task": ""}),
         json!({"task": "x", "changed_files": ["src/cart.py"]}),
+        json!({"task": "x", "depth": 3}),
         json!({"task": "x", "source_id": "config:0", "changed_files": ["/etc/passwd"]}),
         json!({"task": "x", "max_items": 0}),
         json!({"task": "x", "paths": ["src/cart.py"]}),

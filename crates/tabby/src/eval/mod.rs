@@ -48,6 +48,9 @@ pub enum Leg {
     /// The evidence pack for the query as the task (`/v1beta/context`, default budget), its
     /// items in pack order.
     Pack,
+    /// The same pack with its entry points only (no expansion), and with one step of it.
+    PackEntries,
+    PackOneStep,
 }
 
 impl Leg {
@@ -60,9 +63,11 @@ impl Leg {
                 "imports" => Ok(Leg::Imports),
                 "imports+rrf" => Ok(Leg::ImportsRrf),
                 "pack" => Ok(Leg::Pack),
+                "pack0" => Ok(Leg::PackEntries),
+                "pack1" => Ok(Leg::PackOneStep),
                 "service" => Ok(Leg::Service),
                 other => bail!(
-                    "unknown leg {other:?}: expected bm25, embedding, rrf, service, imports, imports+rrf or pack"
+                    "unknown leg {other:?}: expected bm25, embedding, rrf, service, imports, imports+rrf, pack, pack0 or pack1"
                 ),
             })
             .collect()
@@ -77,8 +82,46 @@ impl Leg {
             Leg::ImportsRrf => "imports+rrf",
             Leg::Service => "service",
             Leg::Pack => "pack",
+            Leg::PackEntries => "pack0",
+            Leg::PackOneStep => "pack1",
         }
     }
+
+    /// The expansion depth of a pack leg.
+    fn pack_depth(&self) -> Option<u8> {
+        match self {
+            Leg::PackEntries => Some(0),
+            Leg::PackOneStep => Some(1),
+            Leg::Pack => Some(crate::services::context::MAX_DEPTH),
+            _ => None,
+        }
+    }
+}
+
+/// The share of a query's relevant ranges that any of `results` overlaps (no rank cut: what
+/// a whole pack holds).
+fn recall_all(query: &EvalQuery, results: &[Range]) -> f64 {
+    let found = query
+        .relevant
+        .iter()
+        .filter(|r| {
+            results.iter().any(|result| {
+                r.filepath == result.filepath
+                    && result.start_line <= r.end_line
+                    && r.start_line <= result.end_line
+            })
+        })
+        .count();
+    found as f64 / query.relevant.len().max(1) as f64
+}
+
+/// Sums over the packs of one leg and kind.
+#[derive(Default)]
+struct PackSize {
+    n: usize,
+    items: usize,
+    chars: usize,
+    recall: f64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -348,7 +391,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             CodeSearchParams::without_thresholds(K, options.num_to_score)
         },
     });
-    let mut pack_sizes: Vec<(usize, usize)> = Vec::new();
+    let mut pack_sizes: BTreeMap<(Leg, String), PackSize> = BTreeMap::new();
 
     let mut results: BTreeMap<Leg, Vec<(String, Vec<Range>)>> = BTreeMap::new();
     let mut totals: BTreeMap<(Leg, String), Metrics> = BTreeMap::new();
@@ -450,7 +493,8 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         } else {
             Vec::new()
         };
-        let pack_hits: Vec<Range> = if options.legs.contains(&Leg::Pack) {
+        let mut pack_hits: BTreeMap<Leg, Vec<Range>> = BTreeMap::new();
+        for leg in options.legs.iter().filter(|l| l.pack_depth().is_some()) {
             let repo = tabby_common::api::code::CodeRepository {
                 git_url: corpus.git_url(&source)?,
                 source_id: format!("eval:{source}"),
@@ -465,26 +509,36 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
                         changed_files: Vec::new(),
                         budget_chars: crate::services::context::DEFAULT_BUDGET_CHARS,
                         max_items: crate::services::context::DEFAULT_MAX_ITEMS,
+                        max_depth: leg.pack_depth().unwrap_or_default(),
                         exclude_path: search_query.filepath.clone(),
                         include_generated: false,
                     },
                 )
                 .await?;
-            pack_sizes.push((pack.items.len(), pack.used_chars));
-            pack.items
+            let ranges: Vec<Range> = pack
+                .items
                 .iter()
                 .map(|i| Range {
                     filepath: i.path.clone(),
                     start_line: i.start_line,
                     end_line: i.end_line,
                 })
-                .collect()
-        } else {
-            Vec::new()
-        };
+                .collect();
+            let whole = recall_all(query, &ranges);
+            for kind in [query.kind.as_str(), "all"] {
+                let size = pack_sizes.entry((*leg, kind.to_string())).or_default();
+                size.n += 1;
+                size.items += pack.items.len();
+                size.chars += pack.used_chars;
+                size.recall += whole;
+            }
+            pack_hits.insert(*leg, ranges);
+        }
         for leg in &options.legs {
             let ranges: Vec<Range> = match leg {
-                Leg::Pack => pack_hits.clone(),
+                Leg::Pack | Leg::PackEntries | Leg::PackOneStep => {
+                    pack_hits.get(leg).cloned().unwrap_or_default()
+                }
                 Leg::Rrf => rrf_hits.iter().map(|h| to_range(&h.doc)).collect(),
                 Leg::Service => service_hits.iter().map(|h| to_range(&h.doc)).collect(),
                 Leg::Imports => import_hits.clone(),
@@ -605,13 +659,24 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         );
     }
     if !pack_sizes.is_empty() {
-        let n = pack_sizes.len() as f64;
         println!(
-            "packs: {:.1} items and {:.0} characters on average (budget {})",
-            pack_sizes.iter().map(|p| p.0).sum::<usize>() as f64 / n,
-            pack_sizes.iter().map(|p| p.1).sum::<usize>() as f64 / n,
-            crate::services::context::DEFAULT_BUDGET_CHARS
+            "\npacks (budget {} characters, {} items): size, and recall over all their items",
+            crate::services::context::DEFAULT_BUDGET_CHARS,
+            crate::services::context::DEFAULT_MAX_ITEMS
         );
+        println!("| leg | kind | n | items | characters | recall, all items |");
+        println!("|---|---|---|---|---|---|");
+        for ((leg, kind), size) in &pack_sizes {
+            let n = size.n.max(1) as f64;
+            println!(
+                "| {} | {kind} | {} | {:.1} | {:.0} | {:.3} |",
+                leg.name(),
+                size.n,
+                size.items as f64 / n,
+                size.chars as f64 / n,
+                size.recall / n
+            );
+        }
     }
     latencies.sort();
     println!(

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::{ApiError, ApiState, JsonBody};
 use crate::services::context::{
     ContextRequest as PackRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS,
-    MAX_ITEMS, symbol_name,
+    MAX_DEPTH, MAX_ITEMS, symbol_name,
 };
 
 #[derive(Deserialize, ToSchema)]
@@ -36,6 +36,8 @@ pub struct ContextRequest {
     pub budget_chars: Option<usize>,
     /// Items at most (1 to 100; default 20).
     pub max_items: Option<usize>,
+    /// Expansion steps from the entry points (0 to 2; default 2).
+    pub depth: Option<u8>,
     /// Also generated and vendored code (left out by default).
     #[serde(default)]
     pub include_generated: bool,
@@ -80,6 +82,10 @@ pub async fn context(
     let max_items = request.max_items.unwrap_or(DEFAULT_MAX_ITEMS);
     if !(1..=MAX_ITEMS).contains(&max_items) {
         return Err(unprocessable(format!("max_items must be 1 to {MAX_ITEMS}")));
+    }
+    let max_depth = request.depth.unwrap_or(MAX_DEPTH);
+    if max_depth > MAX_DEPTH {
+        return Err(unprocessable(format!("depth must be 0 to {MAX_DEPTH}")));
     }
     if request.symbols.len() > 20 || request.paths.len() > 20 || request.changed_files.len() > 20 {
         return Err(unprocessable(
@@ -138,6 +144,7 @@ pub async fn context(
                 changed_files,
                 budget_chars,
                 max_items,
+                max_depth,
                 exclude_path: None,
                 include_generated: request.include_generated,
             },

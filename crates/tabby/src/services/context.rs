@@ -38,6 +38,8 @@ pub const DEFAULT_BUDGET_CHARS: usize = 12_000;
 pub const MAX_BUDGET_CHARS: usize = 100_000;
 pub const DEFAULT_MAX_ITEMS: usize = 20;
 pub const MAX_ITEMS: usize = 100;
+/// Expansion steps at most (and by default).
+pub const MAX_DEPTH: u8 = 2;
 /// Search hits taken as entry points.
 const SEARCH_ENTRIES: usize = 10;
 /// Symbols an entry point's definitions contribute to expansion, and reference sites per symbol.
@@ -233,6 +235,7 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
                     changed_files: Vec::new(),
                     budget_chars: ANSWER_BUDGET_CHARS,
                     max_items: ANSWER_MAX_ITEMS,
+                    max_depth: MAX_DEPTH,
                     exclude_path: None,
                     include_generated: false,
                 },
@@ -343,6 +346,8 @@ pub struct ContextRequest {
     pub changed_files: Vec<String>,
     pub budget_chars: usize,
     pub max_items: usize,
+    /// Expansion steps (0: entry points only; at most [`MAX_DEPTH`]).
+    pub max_depth: u8,
     /// A file left out of the pack (an evaluation's query file; the editor's own file).
     pub exclude_path: Option<String>,
     /// Search entry points may also be generated or vendored code.
@@ -828,13 +833,17 @@ impl ContextService {
         // items the first step found (callers of callers, implementations' uses, ...).
         let mut followed: HashSet<(usize, String)> = HashSet::new();
         let mut first_step = Vec::new();
-        for entry in candidates.iter().map(Entry::of).collect::<Vec<_>>() {
+        let firsts: Vec<Entry> = match request.max_depth {
+            0 => Vec::new(),
+            _ => candidates.iter().map(Entry::of).collect(),
+        };
+        for entry in firsts {
             self.expand(repos, &mut cache, &entry, &mut followed, &mut first_step)?;
         }
         let mut second_step = Vec::new();
         let seconds: Vec<Entry> = first_step
             .iter()
-            .filter(|c| c.leads_further())
+            .filter(|c| request.max_depth >= 2 && c.leads_further())
             .take(SECOND_STEP_ENTRIES)
             .map(Entry::of)
             .collect();
@@ -1582,6 +1591,7 @@ mod relation_tests {
             changed_files: changed.iter().map(|s| s.to_string()).collect(),
             budget_chars: DEFAULT_BUDGET_CHARS,
             max_items: MAX_ITEMS,
+            max_depth: MAX_DEPTH,
             exclude_path: None,
             include_generated: false,
         }
@@ -1635,6 +1645,25 @@ mod relation_tests {
         let position = |path: &str| pack.items.iter().position(|i| i.path == path).unwrap();
         assert!(position("src/server.rs") > position("src/disk.rs"));
         assert!(pack.used_chars <= DEFAULT_BUDGET_CHARS);
+
+        // Fewer steps: one step has no second-step item, none keeps the entry point alone.
+        let mut one = request(&["Storage"], &[]);
+        one.max_depth = 1;
+        let pack = service.build(repos(&repo), one).await.unwrap();
+        assert!(
+            pack.items
+                .iter()
+                .flat_map(|i| &i.reasons)
+                .all(|r| !r.describe().ends_with("(2 steps)")),
+            "{:#?}",
+            pack.items
+        );
+        assert!(!reasons(&pack, "src/disk.rs").is_empty());
+        let mut none = request(&["Storage"], &[]);
+        none.max_depth = 0;
+        let pack = service.build(repos(&repo), none).await.unwrap();
+        let paths: Vec<&str> = pack.items.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["src/storage.rs"]);
 
         // From the type: the trait it implements.
         let pack = service
