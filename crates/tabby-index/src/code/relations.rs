@@ -12,12 +12,10 @@
 //! resolved against the repository's file list when the graph is built (a file added later
 //! resolves without re-reading the importer).
 
-use std::{collections::HashMap, sync::OnceLock};
-
 use serde::{Deserialize, Serialize};
-use tree_sitter::{Node, Query, QueryCursor, StreamingIterator, Tree};
+use tree_sitter::{Node, Tree};
 
-use super::{imports, intelligence};
+use super::imports;
 
 /// Bumped when what a record holds, or how it is extracted, changes; recorded in the index
 /// metadata so that a change rebuilds the code corpus.
@@ -111,50 +109,108 @@ pub fn extract(language: &str, text: &str, tree: Option<&Tree>) -> FileRelations
             .collect(),
         ..Default::default()
     };
-    if let (Some(tree), Some(query)) = (tree, query(language)) {
-        declarations(language, query, tree, text, &mut relations);
+    if let (Some(tree), Some(kinds)) = (tree, declarations_of(language)) {
+        walk(language, &kinds, tree, text, &mut relations);
     }
     relations
 }
 
-/// The declarations query of a language with implementations to find, compiled once.
-fn query(language: &str) -> Option<&'static Query> {
-    static QUERIES: OnceLock<HashMap<&'static str, Option<Query>>> = OnceLock::new();
-    let queries = QUERIES.get_or_init(|| {
-        let sources: &[(&'static str, &str)] = &[
-            ("rust", "(impl_item trait: (_) type: (_)) @impl"),
-            (
-                "python",
-                "(class_definition name: (identifier) superclasses: (argument_list)) @class",
-            ),
-            (
-                "java",
-                "[(class_declaration) (interface_declaration) (enum_declaration) (record_declaration)] @class",
-            ),
-            (
-                "javascript-typescript",
-                "[(class_declaration) (abstract_class_declaration) (interface_declaration)] @class",
-            ),
-            (
-                "go",
-                "(type_spec name: (type_identifier) type: (interface_type)) @interface
-                 (method_declaration receiver: (parameter_list) name: (field_identifier)) @method",
-            ),
-            ("cpp", "[(class_specifier) (struct_specifier)] @class"),
-        ];
-        sources
-            .iter()
-            .map(|(language, source)| {
-                let query = intelligence::intelligence(language).and_then(|intel| {
-                    Query::new(&intel.grammar, source)
-                        .map_err(|e| tracing::warn!("relations query for {language}: {e}"))
-                        .ok()
-                });
-                (*language, query)
-            })
-            .collect()
-    });
-    queries.get(language)?.as_ref()
+/// Where a language declares what a record holds: the node kinds to read (`targets`) and the
+/// kinds that can contain them (`containers`). Only containers are walked into, so the walk
+/// touches a file's declarations, not every node of its function bodies and expressions (a
+/// tree-sitter query over the whole tree cost a fifth of the indexer's per-file time).
+struct Declarations {
+    targets: &'static [&'static str],
+    containers: &'static [&'static str],
+}
+
+fn declarations_of(language: &str) -> Option<Declarations> {
+    let (targets, containers): (&[&str], &[&str]) = match language {
+        "rust" => (
+            &["impl_item"],
+            &["source_file", "mod_item", "declaration_list"],
+        ),
+        "python" => (
+            &["class_definition"],
+            &[
+                "module",
+                "block",
+                "class_definition",
+                "decorated_definition",
+                "if_statement",
+                "elif_clause",
+                "else_clause",
+                "try_statement",
+                "except_clause",
+                "finally_clause",
+            ],
+        ),
+        "java" => (
+            &[
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+            ],
+            &[
+                "program",
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+                "class_body",
+                "interface_body",
+                "enum_body",
+                "enum_body_declarations",
+            ],
+        ),
+        "javascript-typescript" => (
+            &[
+                "class_declaration",
+                "abstract_class_declaration",
+                "interface_declaration",
+            ],
+            &[
+                "program",
+                "export_statement",
+                // `namespace x {}` is an expression statement holding an internal module.
+                "expression_statement",
+                "ambient_declaration",
+                "internal_module",
+                "module",
+                "statement_block",
+            ],
+        ),
+        "go" => (
+            &["type_spec", "method_declaration"],
+            &["source_file", "type_declaration"],
+        ),
+        "cpp" => (
+            &["class_specifier", "struct_specifier"],
+            &[
+                "translation_unit",
+                "namespace_definition",
+                "declaration_list",
+                "template_declaration",
+                "linkage_specification",
+                "preproc_if",
+                "preproc_ifdef",
+                "preproc_else",
+                "preproc_elif",
+                "declaration",
+                "type_definition",
+                "field_declaration",
+                "field_declaration_list",
+                "class_specifier",
+                "struct_specifier",
+            ],
+        ),
+        _ => return None,
+    };
+    Some(Declarations {
+        targets,
+        containers,
+    })
 }
 
 fn lines(node: Node) -> (usize, usize) {
@@ -254,18 +310,32 @@ fn heritage(node: Node, text: &str, how: &str, depth: usize, out: &mut Vec<(Stri
     }
 }
 
-fn declarations(
+/// Reads the declarations of `tree`, walking only into containers (its own stack: no
+/// recursion, whatever the nesting).
+fn walk(
     language: &str,
-    query: &Query,
+    kinds: &Declarations,
     tree: &Tree,
     text: &str,
     relations: &mut FileRelations,
 ) {
-    let mut cursor = QueryCursor::new();
-    let mut matches = cursor.matches(query, tree.root_node(), text.as_bytes());
-    while let Some(m) = matches.next() {
-        for capture in m.captures() {
-            let node = capture.node;
+    let mut stack = vec![tree.root_node()];
+    while let Some(node) = stack.pop() {
+        if kinds.targets.contains(&node.kind()) {
+            declaration(language, node, text, relations);
+        }
+        if node == tree.root_node() || kinds.containers.contains(&node.kind()) {
+            let mut cursor = node.walk();
+            let children: Vec<Node> = node.named_children(&mut cursor).collect();
+            // In source order: the stack pops the first child first.
+            stack.extend(children.into_iter().rev());
+        }
+    }
+}
+
+fn declaration(language: &str, node: Node, text: &str, relations: &mut FileRelations) {
+    {
+        {
             let (start_line, end_line) = lines(node);
             let push = |implements: &mut Vec<Implementation>,
                         type_name: String,
@@ -287,7 +357,7 @@ fn declarations(
                         node.child_by_field_name("trait"),
                         node.child_by_field_name("type"),
                     ) else {
-                        continue;
+                        return;
                     };
                     if let (Some(t), Some(ty)) = (
                         type_name(trait_node, text, 0),
@@ -298,14 +368,15 @@ fn declarations(
                 }
                 ("go", "type_spec") => {
                     if relations.interfaces.len() >= MAX_INTERFACES {
-                        continue;
+                        return;
                     }
                     let (Some(name), Some(body)) = (
                         node.child_by_field_name("name")
                             .and_then(|n| name_text(n, text)),
-                        node.child_by_field_name("type"),
+                        node.child_by_field_name("type")
+                            .filter(|t| t.kind() == "interface_type"),
                     ) else {
-                        continue;
+                        return;
                     };
                     let mut methods = Vec::new();
                     let mut walk = body.walk();
@@ -328,7 +399,7 @@ fn declarations(
                 }
                 ("go", "method_declaration") => {
                     if relations.methods.len() >= MAX_METHODS {
-                        continue;
+                        return;
                     }
                     let name = node
                         .child_by_field_name("name")
@@ -348,7 +419,7 @@ fn declarations(
                         .child_by_field_name("name")
                         .and_then(|n| type_name(n, text, 0))
                     else {
-                        continue;
+                        return;
                     };
                     let mut supers = Vec::new();
                     let mut walk = node.walk();
@@ -384,7 +455,7 @@ fn declarations(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{super::intelligence, *};
 
     fn implementations(language: &str, text: &str) -> Vec<(String, String, String)> {
         let tree = intelligence::parse(language, text);
@@ -477,6 +548,42 @@ mod tests {
     }
 
     #[test]
+    fn declarations_inside_modules_namespaces_and_classes() {
+        assert_eq!(
+            implementations("rust", "mod inner {\n    impl Storage for Disk {}\n}\n"),
+            vec![triple("Disk", "Storage", "impl")]
+        );
+        assert_eq!(
+            implementations(
+                "python",
+                "if TYPE_CHECKING:\n    class A(Base):\n        pass\nclass Outer:\n    class Meta(Options):\n        pass\n"
+            ),
+            vec![
+                triple("A", "Base", "extends"),
+                triple("Meta", "Options", "extends")
+            ]
+        );
+        assert_eq!(
+            implementations(
+                "java",
+                "class Outer {\n  static class Inner implements Runnable {}\n}\n"
+            ),
+            vec![triple("Inner", "Runnable", "implements")]
+        );
+        assert_eq!(
+            implementations(
+                "javascript-typescript",
+                "namespace shapes {\n  export class Square extends Shape {}\n}\n"
+            ),
+            vec![triple("Square", "Shape", "extends")]
+        );
+        assert_eq!(
+            implementations("cpp", "namespace io {\nclass File : public Stream {};\n}\n"),
+            vec![triple("File", "Stream", "extends")]
+        );
+    }
+
+    #[test]
     fn go_interfaces_and_method_receivers() {
         let text = "package store\n\ntype Store interface {\n\tGet(key string) string\n\tPut(key, value string)\n}\n\ntype Disk struct{}\n\nfunc (d *Disk) Get(key string) string { return \"\" }\nfunc (d Disk) Put(key, value string) {}\nfunc helper() {}\n";
         let tree = intelligence::parse("go", text);
@@ -506,7 +613,7 @@ mod tests {
     }
 
     #[test]
-    fn every_query_compiles_and_records_round_trip() {
+    fn every_language_has_declarations_and_records_round_trip() {
         for language in [
             "rust",
             "python",
@@ -515,7 +622,8 @@ mod tests {
             "go",
             "cpp",
         ] {
-            assert!(query(language).is_some(), "{language}");
+            assert!(declarations_of(language).is_some(), "{language}");
+            assert!(intelligence::intelligence(language).is_some(), "{language}");
         }
         let text = "from .store import Store\nimport os\n\nclass Disk(Store):\n    pass\n";
         let record = FileRecord {
@@ -529,6 +637,59 @@ mod tests {
             vec!["from .store import Store", "import os"]
         );
         assert_eq!(FileRecord::from_json(&record.to_json()), Some(record));
+    }
+
+    /// `RELATIONS_COST_DIR=DIR cargo test --release -p tabby-index --lib -- --ignored
+    /// relations_cost --nocapture`: what extracting the records adds to the indexer's one
+    /// parse per file (parse, chunks, tags, records), on the files under DIR that pass the
+    /// quality filters.
+    #[test]
+    #[ignore]
+    fn relations_cost_in_dir() {
+        let dir = std::env::var("RELATIONS_COST_DIR").expect("RELATIONS_COST_DIR");
+        let languages = tabby_common::languages::LanguageTable::builtin();
+        let mut files = Vec::new();
+        let mut stack = vec![std::path::PathBuf::from(dir)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let Some(language) = languages.by_path(&path) else {
+                    continue;
+                };
+                if let Ok(text) = std::fs::read_to_string(&path)
+                    && crate::code::filter::quality_check(&text).is_ok()
+                {
+                    files.push((language.canonical_name().to_string(), text));
+                }
+            }
+        }
+        let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
+        let started = std::time::Instant::now();
+        let mut records = 0;
+        for (language, text) in &files {
+            let analysis = intelligence::analyze(language, text, 512);
+            records += analysis.relations.implements.len() + analysis.relations.imports.len();
+        }
+        let whole = started.elapsed().as_secs_f64();
+        let trees: Vec<_> = files
+            .iter()
+            .map(|(language, text)| intelligence::parse(language, text))
+            .collect();
+        let started = std::time::Instant::now();
+        for ((language, text), tree) in files.iter().zip(&trees) {
+            let _ = extract(language, text, tree.as_ref());
+        }
+        let relations = started.elapsed().as_secs_f64();
+        println!(
+            "{} files, {:.1} MB: analyze {whole:.2} s, of which relation records {relations:.2} s ({:.1} %), {records} imports and implementations",
+            files.len(),
+            bytes as f64 / 1e6,
+            100.0 * relations / whole
+        );
     }
 
     #[test]

@@ -48,9 +48,9 @@ pub enum Leg {
     /// The evidence pack for the query as the task (`/v1beta/context`, default budget), its
     /// items in pack order.
     Pack,
-    /// The same pack with its entry points only (no expansion), and with one step of it.
+    /// The same pack with its entry points only (no expansion), and with two steps of it.
     PackEntries,
-    PackOneStep,
+    PackTwoSteps,
 }
 
 impl Leg {
@@ -64,10 +64,10 @@ impl Leg {
                 "imports+rrf" => Ok(Leg::ImportsRrf),
                 "pack" => Ok(Leg::Pack),
                 "pack0" => Ok(Leg::PackEntries),
-                "pack1" => Ok(Leg::PackOneStep),
+                "pack2" => Ok(Leg::PackTwoSteps),
                 "service" => Ok(Leg::Service),
                 other => bail!(
-                    "unknown leg {other:?}: expected bm25, embedding, rrf, service, imports, imports+rrf, pack, pack0 or pack1"
+                    "unknown leg {other:?}: expected bm25, embedding, rrf, service, imports, imports+rrf, pack, pack0 or pack2"
                 ),
             })
             .collect()
@@ -83,7 +83,7 @@ impl Leg {
             Leg::Service => "service",
             Leg::Pack => "pack",
             Leg::PackEntries => "pack0",
-            Leg::PackOneStep => "pack1",
+            Leg::PackTwoSteps => "pack2",
         }
     }
 
@@ -91,8 +91,8 @@ impl Leg {
     fn pack_depth(&self) -> Option<u8> {
         match self {
             Leg::PackEntries => Some(0),
-            Leg::PackOneStep => Some(1),
-            Leg::Pack => Some(crate::services::context::MAX_DEPTH),
+            Leg::PackTwoSteps => Some(2),
+            Leg::Pack => Some(crate::services::context::DEFAULT_DEPTH),
             _ => None,
         }
     }
@@ -536,7 +536,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         }
         for leg in &options.legs {
             let ranges: Vec<Range> = match leg {
-                Leg::Pack | Leg::PackEntries | Leg::PackOneStep => {
+                Leg::Pack | Leg::PackEntries | Leg::PackTwoSteps => {
                     pack_hits.get(leg).cloned().unwrap_or_default()
                 }
                 Leg::Rrf => rrf_hits.iter().map(|h| to_range(&h.doc)).collect(),

@@ -29,8 +29,8 @@ use super::{Access, McpState};
 use crate::services::{
     code::symbols::SymbolUse,
     context::{
-        self, ContextRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS, MAX_DEPTH,
-        MAX_ITEMS, Pack, name_line, occurrences, repository_name,
+        self, ContextRequest, DEFAULT_BUDGET_CHARS, DEFAULT_DEPTH, DEFAULT_MAX_ITEMS,
+        MAX_BUDGET_CHARS, MAX_DEPTH, MAX_ITEMS, Pack, name_line, occurrences, repository_name,
     },
 };
 
@@ -206,7 +206,7 @@ pub fn definitions() -> Vec<Tool> {
                     "changed_files": {"type": "array", "items": {"type": "string"}, "maxItems": 20, "description": "Files being changed (needs `repository`): included with the files that import them, their tests and their build files."},
                     "budget_chars": {"type": "integer", "minimum": 500, "maximum": MAX_BUDGET_CHARS, "default": DEFAULT_BUDGET_CHARS},
                     "max_items": {"type": "integer", "minimum": 1, "maximum": MAX_ITEMS, "default": DEFAULT_MAX_ITEMS},
-                    "depth": {"type": "integer", "minimum": 0, "maximum": MAX_DEPTH, "default": MAX_DEPTH, "description": "Expansion steps from the entry points (0: entry points only)."},
+                    "depth": {"type": "integer", "minimum": 0, "maximum": MAX_DEPTH, "default": DEFAULT_DEPTH, "description": "Expansion steps from the entry points (0: entry points only; 2 adds callers of callers and the like, worth a larger budget)."},
                     "include_generated": {"type": "boolean", "default": false, "description": "Also generated code (`@generated`, `Code generated … DO NOT EDIT`, `*_pb2.py`, `*.min.js` …) and vendored code (`vendor/`, `third_party/`, `node_modules/`), which are left out by default."}
                 },
                 "required": ["task"],
@@ -884,7 +884,7 @@ async fn get_context(
         }
     };
     let max_items = check_limit(args.max_items, DEFAULT_MAX_ITEMS, MAX_ITEMS)?;
-    let max_depth = args.depth.unwrap_or(MAX_DEPTH);
+    let max_depth = args.depth.unwrap_or(DEFAULT_DEPTH);
     if max_depth > MAX_DEPTH {
         return Err(McpError::invalid_params(
             format!("depth must be 0 to {MAX_DEPTH}"),

@@ -8,8 +8,8 @@ use utoipa::ToSchema;
 
 use super::{ApiError, ApiState, JsonBody};
 use crate::services::context::{
-    ContextRequest as PackRequest, DEFAULT_BUDGET_CHARS, DEFAULT_MAX_ITEMS, MAX_BUDGET_CHARS,
-    MAX_DEPTH, MAX_ITEMS, symbol_name,
+    ContextRequest as PackRequest, DEFAULT_BUDGET_CHARS, DEFAULT_DEPTH, DEFAULT_MAX_ITEMS,
+    MAX_BUDGET_CHARS, MAX_DEPTH, MAX_ITEMS, symbol_name,
 };
 
 #[derive(Deserialize, ToSchema)]
@@ -36,7 +36,7 @@ pub struct ContextRequest {
     pub budget_chars: Option<usize>,
     /// Items at most (1 to 100; default 20).
     pub max_items: Option<usize>,
-    /// Expansion steps from the entry points (0 to 2; default 2).
+    /// Expansion steps from the entry points (0 to 2; default 1).
     pub depth: Option<u8>,
     /// Also generated and vendored code (left out by default).
     #[serde(default)]
@@ -83,7 +83,7 @@ pub async fn context(
     if !(1..=MAX_ITEMS).contains(&max_items) {
         return Err(unprocessable(format!("max_items must be 1 to {MAX_ITEMS}")));
     }
-    let max_depth = request.depth.unwrap_or(MAX_DEPTH);
+    let max_depth = request.depth.unwrap_or(DEFAULT_DEPTH);
     if max_depth > MAX_DEPTH {
         return Err(unprocessable(format!("depth must be 0 to {MAX_DEPTH}")));
     }

@@ -38,8 +38,10 @@ pub const DEFAULT_BUDGET_CHARS: usize = 12_000;
 pub const MAX_BUDGET_CHARS: usize = 100_000;
 pub const DEFAULT_MAX_ITEMS: usize = 20;
 pub const MAX_ITEMS: usize = 100;
-/// Expansion steps at most (and by default).
+/// Expansion steps at most, and by default: on click and four generated sets a second step
+/// added no recall within the default budget (README, "Evidence packs"), so it is asked for.
 pub const MAX_DEPTH: u8 = 2;
+pub const DEFAULT_DEPTH: u8 = 1;
 /// Search hits taken as entry points.
 const SEARCH_ENTRIES: usize = 10;
 /// Symbols an entry point's definitions contribute to expansion, and reference sites per symbol.
@@ -235,7 +237,7 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
                     changed_files: Vec::new(),
                     budget_chars: ANSWER_BUDGET_CHARS,
                     max_items: ANSWER_MAX_ITEMS,
-                    max_depth: MAX_DEPTH,
+                    max_depth: DEFAULT_DEPTH,
                     exclude_path: None,
                     include_generated: false,
                 },
