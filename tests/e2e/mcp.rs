@@ -196,6 +196,15 @@ async fn mcp_tools_over_streamable_http_and_the_stdio_bridge() {
         let hits = &result(out, 1)["structured"]["hits"];
         assert_eq!(hits[0]["path"], "src/pricing.py", "{}", result(out, 1));
         assert_eq!(hits[0]["commit"], commit.as_str());
+        assert_eq!(hits[0]["ref"], "main");
+        assert_eq!(hits[0]["in_test"], false);
+        assert_eq!(
+            hits[0]["symbols"][0],
+            json!(["function", "compute_discounted_price"]),
+            "{}",
+            result(out, 1)
+        );
+        assert_eq!(hits[0]["byte_range"][0], 0);
         assert_eq!(hits[0]["start_line"], 1);
         assert!(
             hits[0]["text"]
@@ -571,6 +580,9 @@ async fn evidence_pack_names_the_definition_its_callers_and_its_test() {
         definition["commit"],
         git(&shop, &["rev-parse", "HEAD"]).as_str()
     );
+    assert_eq!(definition["ref"], "main");
+    assert_eq!(definition["in_test"], false);
+    assert_eq!(find("tests/test_pricing.py")["in_test"], true);
     let search = &definition["reasons"][0];
     for word in ["discounted", "price", "rounded"] {
         assert!(

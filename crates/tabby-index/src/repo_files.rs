@@ -71,6 +71,9 @@ pub fn clean_path(path: &str) -> Result<String, RepoFileError> {
 pub struct Snapshot {
     /// The commit read (git), or `None` for a plain directory.
     pub commit: Option<String>,
+    /// The ref it was read at, as asked, or the default branch's name (`None` for a plain
+    /// directory, or a detached default).
+    pub reference: Option<String>,
     /// Sorted repository-relative paths.
     pub files: Vec<String>,
     source: Source,
@@ -184,6 +187,14 @@ impl RepoFiles {
                     key,
                     Snapshot {
                         commit: Some(snapshot.commit),
+                        reference: match reference {
+                            Some(r) => Some(r.to_string()),
+                            None => repo
+                                .head()
+                                .ok()
+                                .filter(|h| h.is_branch())
+                                .and_then(|h| h.shorthand().ok().map(str::to_string)),
+                        },
                         files,
                         source: Source::Git { dir, blobs },
                     },
@@ -207,6 +218,7 @@ impl RepoFiles {
                     key,
                     Snapshot {
                         commit: None,
+                        reference: None,
                         files,
                         source: Source::Directory { root: dir },
                     },

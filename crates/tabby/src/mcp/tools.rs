@@ -19,9 +19,10 @@ use serde_json::{Value, json};
 use tabby_common::{
     api::code::{AllowedCodeRepository, CodeRepository, CodeSearchError},
     git_url::redact_credentials,
+    index::code::is_test_path,
 };
 use tabby_index::{
-    code::intelligence::find_definitions,
+    code::intelligence::{Tag, find_definitions},
     repo_files::{RepoFileError, Snapshot, clean_path},
 };
 
@@ -465,6 +466,9 @@ struct SearchArgs {
     include_generated: bool,
 }
 
+/// A file's text and its definitions.
+type ParsedFile = (String, Vec<Tag>);
+
 async fn search_code(
     state: &Arc<McpState>,
     allowed: &AllowedCodeRepository,
@@ -519,8 +523,11 @@ async fn search_code(
     };
     let mut items = Vec::new();
     let mut text = String::new();
-    // One lookup of the default branch's commit per repository, not per hit.
-    let mut commits: std::collections::HashMap<String, Option<String>> = Default::default();
+    // One snapshot of the default branch per repository and one parse per file, not per hit.
+    let mut snapshots: std::collections::HashMap<String, Option<Arc<Snapshot>>> =
+        Default::default();
+    let mut parsed: std::collections::HashMap<(String, String), Option<ParsedFile>> =
+        Default::default();
     for hit in hits {
         if items.len() == limit {
             break;
@@ -539,10 +546,11 @@ async fn search_code(
         else {
             continue;
         };
-        let commit = commits
+        let snapshot = snapshots
             .entry(repo.source_id.clone())
-            .or_insert_with(|| state.files.commit(&repo.git_url))
+            .or_insert_with(|| state.files.snapshot(&repo.git_url, None).ok())
             .clone();
+        let commit = snapshot.as_ref().and_then(|s| s.commit.clone());
         let start = hit.doc.start_line.unwrap_or(1);
         let end = start + hit.doc.body.lines().count().max(1) - 1;
         text.push_str(&format!(
@@ -563,6 +571,29 @@ async fn search_code(
         item["path"] = json!(hit.doc.filepath);
         item["language"] = json!(hit.doc.language);
         item["origin"] = json!(hit.doc.origin);
+        item["in_test"] = json!(is_test_path(&hit.doc.filepath));
+        item["ref"] = json!(snapshot.as_ref().and_then(|s| s.reference.clone()));
+        let file = parsed
+            .entry((repo.source_id.clone(), hit.doc.filepath.clone()))
+            .or_insert_with(|| {
+                let text = snapshot
+                    .as_ref()?
+                    .read(&hit.doc.filepath)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())?;
+                let tags = find_definitions(&hit.doc.language, &text);
+                Some((text, tags))
+            });
+        // What the hit defines and lives in, from the file it was read from (none when the
+        // file changed since it was indexed).
+        if let Some((text, tags)) = file
+            && text.contains(hit.doc.body.as_str())
+        {
+            let structure = context::structure(text, tags, start, end);
+            item["symbols"] = json!(structure.symbols);
+            item["enclosing"] = json!(structure.enclosing);
+            item["byte_range"] = json!(structure.byte_range);
+        }
         item["start_line"] = json!(start);
         item["end_line"] = json!(end);
         item["scores"] = json!({"rrf": hit.scores.rrf, "bm25": hit.scores.bm25, "embedding": hit.scores.embedding});

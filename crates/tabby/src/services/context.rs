@@ -296,6 +296,50 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
     }
 }
 
+/// What a range of a file is, structurally.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Structure {
+    /// Definitions (tags) that start in the range: (kind, name).
+    pub symbols: Vec<(String, String)>,
+    /// The innermost definition that starts before the range and holds its first line:
+    /// (kind, name).
+    pub enclosing: Option<(String, String)>,
+    /// Byte offsets of the range in the file: start, end (exclusive).
+    pub byte_range: (usize, usize),
+}
+
+/// The structure of lines `start..=end` (1-based) of `text`, whose definitions are `tags`.
+pub fn structure(text: &str, tags: &[Tag], start: usize, end: usize) -> Structure {
+    let symbols = tags
+        .iter()
+        .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
+        .map(|t| (t.kind.clone(), t.name.clone()))
+        .collect();
+    let enclosing = tags
+        .iter()
+        .filter(|t| t.line_range.start + 1 < start && start <= t.line_range.end)
+        .min_by_key(|t| t.line_range.end - t.line_range.start)
+        .map(|t| (t.kind.clone(), t.name.clone()));
+    let mut offset = 0;
+    let mut range = (text.len(), text.len());
+    for (n, line) in text.split_inclusive('\n').enumerate() {
+        if n + 1 == start {
+            range.0 = offset;
+        }
+        offset += line.len();
+        if n + 1 == end {
+            range.1 = offset;
+            break;
+        }
+    }
+    range.0 = range.0.min(range.1);
+    Structure {
+        symbols,
+        enclosing,
+        byte_range: range,
+    }
+}
+
 /// One piece of evidence.
 #[derive(Clone, Debug, Serialize)]
 pub struct PackItem {
@@ -303,13 +347,20 @@ pub struct PackItem {
     pub source_id: String,
     pub git_url: String,
     pub commit: Option<String>,
+    /// The ref the file was read at (the default branch's name; none for a plain directory).
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
     pub path: String,
     pub language: String,
     /// 1-based, inclusive.
     pub start_line: usize,
     pub end_line: usize,
-    /// Definitions that start in the excerpt: (kind, name).
-    pub symbols: Vec<(String, String)>,
+    /// Definitions that start in the excerpt, the innermost one around its first line, and
+    /// its byte range.
+    #[serde(flatten)]
+    pub structure: Structure,
+    /// Whether the file is a test file.
+    pub in_test: bool,
     pub reasons: Vec<Reason>,
     pub excerpt: String,
     /// Source, generated or vendored, judged on the whole file (markers sit in its head).
@@ -1266,16 +1317,16 @@ impl ContextService {
             } else {
                 c.language.clone()
             };
-            let symbols = cache
-                .tags(c.repo, &c.path, &language, &text)
-                .iter()
-                .filter(|t| (start..=end).contains(&(t.line_range.start + 1)))
-                .map(|t| (t.kind.clone(), t.name.clone()))
-                .collect();
+            let structure = structure(
+                &text,
+                &cache.tags(c.repo, &c.path, &language, &text),
+                start,
+                end,
+            );
             let repo = &repos[c.repo];
-            let commit = cache
-                .snapshot(&self.files, repos, c.repo)
-                .and_then(|s| s.commit.clone());
+            let snapshot = cache.snapshot(&self.files, repos, c.repo);
+            let commit = snapshot.as_ref().and_then(|s| s.commit.clone());
+            let reference = snapshot.as_ref().and_then(|s| s.reference.clone());
             let origin = CodeOrigin::of(&c.path, &text);
             items.push(PackItem {
                 origin,
@@ -1283,11 +1334,13 @@ impl ContextService {
                 source_id: repo.source_id.clone(),
                 git_url: redact_credentials(&repo.git_url),
                 commit,
+                reference,
+                in_test: is_test_path(&c.path),
                 path: c.path,
                 language,
                 start_line: start,
                 end_line: end,
-                symbols,
+                structure,
                 reasons: c.reasons,
                 excerpt,
             });
@@ -1494,6 +1547,26 @@ mod tests {
     }
 
     #[test]
+    fn structure_names_what_a_range_defines_and_lives_in() {
+        let text = "class Cart:\n    def total(self):\n        x = 1\n        return x\n";
+        let tags = find_definitions("python", text);
+        let inner = structure(text, &tags, 3, 4);
+        assert_eq!(inner.symbols, vec![]);
+        assert_eq!(
+            inner.enclosing,
+            Some(("function".to_string(), "total".to_string()))
+        );
+        assert_eq!(
+            &text[inner.byte_range.0..inner.byte_range.1],
+            "        x = 1\n        return x\n"
+        );
+        let whole = structure(text, &tags, 1, 4);
+        assert_eq!(whole.symbols.len(), 2);
+        assert_eq!(whole.enclosing, None);
+        assert_eq!(whole.byte_range, (0, text.len()));
+    }
+
+    #[test]
     fn whole_identifier_occurrences_only() {
         let text = "parse(x)\nreparse(x)\nparse_all()\nself.parse\n$parse\nparse";
         let lines: Vec<usize> = occurrences(text, "parse")
@@ -1691,6 +1764,12 @@ mod relation_tests {
             "{}",
             item.excerpt
         );
+        assert_eq!(
+            item.structure.symbols,
+            vec![("interface".to_string(), "Storage".to_string())]
+        );
+        assert_eq!(item.reference, None, "a plain directory has no ref");
+        assert!(!item.in_test);
 
         // A changed file: its dependents where they use it, its build file.
         let pack = service
