@@ -157,3 +157,40 @@ async fn openapi_document_describes_every_route() {
     }
     assert!(doc["components"]["securitySchemes"]["token"].is_object());
 }
+
+/// Probes for load balancers: `/healthz` (the process answers) and `/readyz` (the replica can
+/// serve: the enterprise database answers), both without a token and without detail, while the
+/// API still wants one.
+#[tokio::test]
+async fn healthz_and_readyz_answer_without_a_token() {
+    let community = TabbyServer::start("");
+    let (status, body) = get_json(&community.url("/healthz")).await;
+    assert_eq!((status, body), (200, json!({"status": "ok"})));
+    let (status, body) = get_json(&community.url("/readyz")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({"status": "ready", "checks": {}, "index": "none"})
+    );
+
+    let ee = TabbyServer::start_ee("", &[]);
+    let (status, _) = get_json(&ee.url("/v1/health")).await;
+    assert_eq!(status, 401, "the API still needs a token");
+    let (status, body) = get_json(&ee.url("/healthz")).await;
+    assert_eq!((status, body), (200, json!({"status": "ok"})));
+    let (status, body) = get_json(&ee.url("/readyz")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "ready");
+    assert_eq!(body["checks"], json!({"database": "ok"}));
+    // With the enterprise layer repositories can be added at run time: the index is reported
+    // (not built yet here), never a reason to refuse traffic.
+    assert_eq!(body["index"], "building");
+    for method in ["POST", "DELETE"] {
+        let response = client()
+            .request(method.parse().unwrap(), ee.url("/readyz"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405, "{method}");
+    }
+}

@@ -175,6 +175,7 @@ async fn enterprise(config: &Config, fake: &FakeServer) {
         })),
         routes: Some(server.routes()),
         fallback: Some(Webserver::ui_fallback()),
+        readiness: None,
     };
     let app = tabby::serve::build_app(config, &paths, Some(true), None, layers).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -64,6 +64,8 @@ pub struct Layers {
     pub routes: Option<Router>,
     /// Answers paths no route serves (the web UI); default: a JSON 404.
     pub fallback: Option<axum::routing::MethodRouter>,
+    /// What `/readyz` checks besides the process itself (the database).
+    pub readiness: Option<routes::health::ReadinessCheck>,
 }
 
 /// Builds the router and services for `config`. `code_search` is plugged in by the indexing
@@ -75,6 +77,7 @@ pub fn build_app(
     code_search: Option<Arc<CodeSearchService>>,
     layers: Layers,
 ) -> anyhow::Result<App> {
+    let ready_search = code_search.clone();
     let logger = FileEventLogger::start(paths.events_dir());
     let shared_logger: Arc<dyn EventLogger> = if layers.event_loggers.is_empty() {
         Arc::new(logger.clone())
@@ -184,7 +187,16 @@ pub fn build_app(
             metrics.clone(),
             routes::metrics::track,
         ))
-        .route("/metrics", get(routes::metrics::render).with_state(metrics));
+        .route("/metrics", get(routes::metrics::render).with_state(metrics))
+        // Probes for load balancers and orchestrators: outside the token layer, no detail.
+        .route("/healthz", get(routes::health::healthz))
+        .route(
+            "/readyz",
+            get(routes::health::readyz).with_state(routes::health::Readiness {
+                check: layers.readiness,
+                code_search: ready_search,
+            }),
+        );
     Ok(App {
         router,
         logger,
@@ -363,6 +375,13 @@ async fn start_enterprise(
             })),
             routes: Some(server.routes()),
             fallback: Some(Webserver::ui_fallback()),
+            readiness: Some({
+                let server = server.clone();
+                Arc::new(move || {
+                    let server = server.clone();
+                    Box::pin(async move { server.ready().await })
+                })
+            }),
         },
         start_jobs: Box::new({
             let server = server.clone();

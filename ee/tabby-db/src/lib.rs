@@ -125,6 +125,12 @@ impl DbConn {
         Ok(conn)
     }
 
+    /// Whether the database answers a query (a replica's readiness).
+    pub async fn ping(&self) -> DbResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
     /// Waits for queries in flight and closes every connection (checkpointing the WAL).
     pub async fn close(&self) {
         self.pool.close().await;

@@ -51,6 +51,9 @@ const REST_RATE: BucketSpec = BucketSpec {
 
 /// Ephemeral Answer Engine threads idle this long are removed.
 pub const EPHEMERAL_THREAD_IDLE_DAYS: u32 = 7;
+/// How long a readiness probe waits for the database.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub struct WebserverOptions {
     /// `$TABBY_ROOT/ee/db.sqlite`.
     pub db_path: PathBuf,
@@ -260,5 +263,22 @@ impl Webserver {
 
     pub async fn close(&self) {
         self.db.close().await;
+    }
+
+    /// Whether this replica can serve its enterprise state: the database answers within
+    /// `READY_TIMEOUT`. The error names what is not ready (never a path or a message from
+    /// the database).
+    pub async fn ready(&self) -> Result<(), &'static str> {
+        match tokio::time::timeout(READY_TIMEOUT, self.db.ping()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::warn!("readiness: the database does not answer: {e}");
+                Err("database")
+            }
+            Err(_) => {
+                tracing::warn!("readiness: the database took longer than {READY_TIMEOUT:?}");
+                Err("database")
+            }
+        }
     }
 }

@@ -16,3 +16,88 @@ use crate::services::health::HealthState;
 pub async fn health(State(state): State<Arc<ApiState>>) -> Json<HealthState> {
     Json(state.health.clone())
 }
+
+/// A check a replica must pass to take traffic; its error names what is not ready.
+pub type ReadinessCheck =
+    Arc<dyn Fn() -> futures::future::BoxFuture<'static, Result<(), &'static str>> + Send + Sync>;
+
+/// What `/readyz` looks at.
+#[derive(Clone)]
+pub struct Readiness {
+    /// The enterprise layer's check (its database), when there is one.
+    pub check: Option<ReadinessCheck>,
+    /// Code search, when repositories can be indexed: reported, never a reason to refuse
+    /// traffic (completions and chat work before the first index).
+    pub code_search: Option<Arc<crate::services::code::CodeSearchService>>,
+}
+
+/// Liveness for a load balancer or an orchestrator: the process answers. No auth, no detail.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"status": "ok"}))
+}
+
+/// Readiness: 200 when this replica can serve (the enterprise database answers within 2 s),
+/// else 503 naming the failing check. No auth; nothing but check names and states.
+pub async fn readyz(
+    State(readiness): State<Readiness>,
+) -> (axum::http::StatusCode, Json<serde_json::Value>) {
+    let mut checks = serde_json::Map::new();
+    let mut ready = true;
+    if let Some(check) = &readiness.check {
+        match check().await {
+            Ok(()) => {
+                checks.insert("database".into(), "ok".into());
+            }
+            Err(what) => {
+                ready = false;
+                checks.insert(what.into(), "failing".into());
+            }
+        }
+    }
+    let index = match &readiness.code_search {
+        None => "none",
+        Some(search) if search.index_versions().is_some() => "ready",
+        Some(_) => "building",
+    };
+    let status = if ready {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(serde_json::json!({
+            "status": if ready { "ready" } else { "not_ready" },
+            "checks": checks,
+            "index": index,
+        })),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failing_check_makes_the_replica_not_ready_and_names_only_the_check() {
+        let failing: ReadinessCheck = Arc::new(|| Box::pin(async { Err("database") }));
+        let (status, Json(body)) = readyz(State(Readiness {
+            check: Some(failing),
+            code_search: None,
+        }))
+        .await;
+        assert_eq!(status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            body,
+            serde_json::json!({"status": "not_ready", "checks": {"database": "failing"}, "index": "none"})
+        );
+        let passing: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
+        let (status, Json(body)) = readyz(State(Readiness {
+            check: Some(passing),
+            code_search: None,
+        }))
+        .await;
+        assert_eq!(status, axum::http::StatusCode::OK);
+        assert_eq!(body["checks"], serde_json::json!({"database": "ok"}));
+    }
+}

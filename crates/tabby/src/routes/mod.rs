@@ -5,7 +5,7 @@ mod chat;
 mod completions;
 mod context;
 mod events;
-mod health;
+pub mod health;
 pub mod metrics;
 mod models;
 pub mod openapi;
