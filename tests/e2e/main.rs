@@ -33,3 +33,4 @@ mod info_routes;
 mod local_models;
 mod mcp;
 mod rag;
+mod roles;

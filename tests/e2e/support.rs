@@ -176,6 +176,44 @@ impl TabbyServer {
     }
 }
 
+/// Another `tabby serve` on a server's `TABBY_ROOT` (a replica of another role); killed when
+/// dropped.
+pub struct Replica {
+    child: Child,
+    url: String,
+    stderr_path: PathBuf,
+}
+
+impl TabbyServer {
+    /// Starts `tabby serve EXTRA` on this server's `TABBY_ROOT`, config and database.
+    pub fn replica(&self, name: &str, extra: &[&str], env: &[(&str, &str)]) -> Replica {
+        let stderr_path = self.root.path().join(format!("stderr-{name}.log"));
+        let (child, url) = spawn_serve(self.root.path(), &stderr_path, extra, env);
+        Replica {
+            child,
+            url,
+            stderr_path,
+        }
+    }
+}
+
+impl Replica {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.url, path)
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for TabbyServer {
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -44,6 +44,12 @@ enum Command {
         /// Run without the enterprise web server: no accounts, no authentication (single user).
         #[arg(long)]
         no_webserver: bool,
+        /// What this process does: `all` (serve and run jobs), `web` (serve the API, the
+        /// GraphQL and the web UI; no jobs, no indexing) or `worker` (run jobs and index;
+        /// serves only /healthz and /readyz). Processes of several roles share one
+        /// $TABBY_ROOT (its SQLite database and index) on one machine.
+        #[arg(long, value_enum, default_value_t = tabby::serve::Role::All)]
+        role: tabby::serve::Role,
     },
     /// Index the configured [[repositories]] once (clone/fetch, chunk, embed), with progress and
     /// a summary. `tabby serve` also does this in the background, at start and every hour.
@@ -214,12 +220,14 @@ fn main() -> std::process::ExitCode {
                 port,
                 config,
                 no_webserver,
+                role,
             } => {
                 serve(ServeOptions {
                     host,
                     port,
                     config,
                     no_webserver,
+                    role,
                 })
                 .await
             }

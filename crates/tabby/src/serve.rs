@@ -39,6 +39,28 @@ pub struct ServeOptions {
     pub port: u16,
     pub config: Option<PathBuf>,
     pub no_webserver: bool,
+    pub role: Role,
+}
+
+/// What one `tabby serve` process does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Serve and run jobs (indexing): one process does everything.
+    All,
+    /// Serve the API, GraphQL and the web UI; never run jobs or index.
+    Web,
+    /// Run jobs and index; serve only `/healthz` and `/readyz` (no models are loaded).
+    Worker,
+}
+
+impl Role {
+    fn serves(self) -> bool {
+        self != Role::Worker
+    }
+
+    fn runs_jobs(self) -> bool {
+        self != Role::Web
+    }
 }
 
 /// The assembled application.
@@ -66,6 +88,22 @@ pub struct Layers {
     pub fallback: Option<axum::routing::MethodRouter>,
     /// What `/readyz` checks besides the process itself (the database).
     pub readiness: Option<routes::health::ReadinessCheck>,
+}
+
+/// `/healthz` and `/readyz`.
+fn probes(
+    readiness: Option<routes::health::ReadinessCheck>,
+    code_search: Option<Arc<CodeSearchService>>,
+) -> Router {
+    Router::new()
+        .route("/healthz", get(routes::health::healthz))
+        .route(
+            "/readyz",
+            get(routes::health::readyz).with_state(routes::health::Readiness {
+                check: readiness,
+                code_search,
+            }),
+        )
 }
 
 /// Builds the router and services for `config`. `code_search` is plugged in by the indexing
@@ -189,14 +227,7 @@ pub fn build_app(
         ))
         .route("/metrics", get(routes::metrics::render).with_state(metrics))
         // Probes for load balancers and orchestrators: outside the token layer, no detail.
-        .route("/healthz", get(routes::health::healthz))
-        .route(
-            "/readyz",
-            get(routes::health::readyz).with_state(routes::health::Readiness {
-                check: layers.readiness,
-                code_search: ready_search,
-            }),
-        );
+        .merge(probes(layers.readiness, ready_search));
     Ok(App {
         router,
         logger,
@@ -236,30 +267,45 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         Some(e) => (e.layers, Some(e.start_jobs), Some(e.enable_answer)),
         None => (Layers::default(), None, None),
     };
-    let app = build_app(&config, &paths, webserver, code_search.clone(), layers)?;
-    if let (Some(enable), Some(chat)) = (answer, app.chat_engine.clone()) {
-        enable(AnswerSetup {
-            chat,
-            code_search: code_search.clone().map(|c| c as Arc<dyn CodeSearch>),
-            code_context: app.context.clone().map(|c| {
-                Arc::new(crate::services::context::AnswerContext(c))
-                    as Arc<dyn tabby_common::api::code::CodeContext>
-            }),
-            doc_search: Arc::new(crate::services::doc::DocSearchService::new(
-                paths.index_dir(),
-            )),
-            logger: app.event_logger.clone(),
-            config: config.answer.clone(),
-        });
-    }
+    let role = options.role;
+    let (router, logger) = if role.serves() {
+        let app = build_app(&config, &paths, webserver, code_search.clone(), layers)?;
+        if let (Some(enable), Some(chat)) = (answer, app.chat_engine.clone()) {
+            enable(AnswerSetup {
+                chat,
+                code_search: code_search.clone().map(|c| c as Arc<dyn CodeSearch>),
+                code_context: app.context.clone().map(|c| {
+                    Arc::new(crate::services::context::AnswerContext(c))
+                        as Arc<dyn tabby_common::api::code::CodeContext>
+                }),
+                doc_search: Arc::new(crate::services::doc::DocSearchService::new(
+                    paths.index_dir(),
+                )),
+                logger: app.event_logger.clone(),
+                config: config.answer.clone(),
+            });
+        }
+        (app.router, Some(app.logger))
+    } else {
+        // A worker loads no completion or chat model and answers only the probes.
+        info!("role worker: running jobs and indexing; serving /healthz and /readyz only");
+        (
+            probes(layers.readiness, code_search.clone()).fallback(routes::not_found),
+            None,
+        )
+    };
     // The enterprise layer indexes through its background jobs; community mode runs the
-    // indexer at start and hourly.
-    let indexing = match start_jobs {
-        Some(start) => {
+    // indexer at start and hourly. A web replica does neither (a worker does).
+    let indexing = match (role.runs_jobs(), start_jobs) {
+        (false, _) => {
+            info!("role web: no jobs and no indexing in this process");
+            None
+        }
+        (true, Some(start)) => {
             start(embedding);
             None
         }
-        None => Some(crate::indexing::spawn_background_indexing(
+        (true, None) => Some(crate::indexing::spawn_background_indexing(
             paths.clone(),
             Arc::new(config.clone()),
             embedding,
@@ -285,8 +331,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let shutdown = Arc::new(tokio::sync::Notify::new());
     let server = axum::serve(
         listener,
-        app.router
-            .into_make_service_with_connect_info::<SocketAddr>(),
+        router.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown({
         let shutdown = shutdown.clone();
@@ -310,8 +355,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     if let Some(indexing) = indexing {
         indexing.abort();
     }
-    app.logger.flush().await;
-    info!("event log flushed; bye");
+    if let Some(logger) = logger {
+        logger.flush().await;
+        info!("event log flushed");
+    }
+    info!("bye");
     Ok(())
 }
 

@@ -1,0 +1,117 @@
+//! `tabby serve --role web|worker`: processes of two roles on one `TABBY_ROOT`. The web
+//! replica serves but never indexes or runs jobs; the worker indexes and runs jobs but serves
+//! only the probes; what the worker indexes, the web replica searches.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::{
+    ee_support::{bearer, register_owner, rest},
+    rag::{make_shop_repo, wait_for_index},
+    support::*,
+};
+
+/// Searches through `url` (as `token`) until a hit comes back; panics with `stderr` otherwise.
+async fn wait_for_hits(url: &str, token: &str, stderr: impl Fn() -> String) {
+    for _ in 0..300 {
+        let response = client()
+            .post(url)
+            .header("authorization", bearer(token))
+            .json(&json!({"query": "compute_discounted_price"}))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 200 {
+            let body: serde_json::Value = response.json().await.unwrap();
+            if body["hits"].as_array().is_some_and(|h| !h.is_empty()) {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "the web replica never found the worker's index; stderr:\n{}",
+        stderr()
+    );
+}
+
+#[tokio::test]
+async fn a_web_replica_serves_what_a_worker_indexes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_shop_repo(tmp.path());
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{}\"\n",
+        repo.display()
+    );
+    let web = TabbyServer::start_with_args(&config, &["--no-webserver", "--role", "web"]);
+    // Alone, the web replica never indexes: search stays not ready.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, body) = post_json(
+        &web.url("/v1beta/search"),
+        &json!({"query": "compute_discounted_price"}),
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    let (_, ready) = get_json(&web.url("/readyz")).await;
+    assert_eq!(ready["index"], "building", "{ready}");
+    assert!(
+        web.stderr().contains("role web: no jobs"),
+        "{}",
+        web.stderr()
+    );
+
+    let worker = web.replica("worker", &["--no-webserver", "--role", "worker"], &[]);
+    // The worker answers the probes only: no model, no API.
+    let (status, body) = get_json(&worker.url("/healthz")).await;
+    assert_eq!((status, body), (200, json!({"status": "ok"})));
+    let (status, _) = get_json(&worker.url("/v1/health")).await;
+    assert_eq!(status, 404);
+    let (status, _) = post_json(
+        &worker.url("/v1/completions"),
+        &json!({"language": "python", "segments": {"prefix": "def "}}),
+    )
+    .await;
+    assert_eq!(status, 404);
+    wait_for_index(&web, &json!({"query": "compute_discounted_price"})).await;
+    let (_, ready) = get_json(&web.url("/readyz")).await;
+    assert_eq!(ready["index"], "ready", "{ready}");
+}
+
+/// With the enterprise layer: the worker takes the job runs from the shared database (the web
+/// replica claims none), and the web replica's users search what it indexed.
+#[tokio::test]
+async fn ee_a_worker_runs_the_jobs_a_web_replica_serves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_shop_repo(tmp.path());
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{}\"\n",
+        repo.display()
+    );
+    let web = TabbyServer::start_with_env(&config, &["--role", "web"], &[]);
+    let owner = register_owner(&web, "owner@example.com").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (status, _, _) = rest(
+        &web,
+        "POST",
+        "/v1beta/search",
+        Some(&bearer(&owner.auth_token)),
+        Some(&json!({"query": "compute_discounted_price"})),
+    )
+    .await;
+    assert_eq!(status, 503, "no worker, no index");
+
+    let worker = web.replica("worker", &["--role", "worker"], &[]);
+    let (status, ready) = get_json(&worker.url("/readyz")).await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["checks"], json!({"database": "ok"}));
+    let (status, _) = get_json(&worker.url("/graphql")).await;
+    assert_eq!(status, 404, "a worker serves no GraphQL");
+    wait_for_hits(&web.url("/v1beta/search"), &owner.auth_token, || {
+        format!("web:\n{}\nworker:\n{}", web.stderr(), worker.stderr())
+    })
+    .await;
+    // The run was the worker's: the web replica's log never started one.
+    assert!(worker.stderr().contains("job run"), "{}", worker.stderr());
+    assert!(!web.stderr().contains("job run"), "{}", web.stderr());
+}
