@@ -827,7 +827,7 @@ impl ContextService {
             }
         }
         for symbol in &named {
-            let found = self.definitions(repos, &mut cache, symbol)?;
+            let found = self.definitions(repos, &mut cache, symbol, None)?;
             if found.is_empty() {
                 gaps.push(Gap::UndefinedSymbol {
                     symbol: symbol.clone(),
@@ -1005,7 +1005,7 @@ impl ContextService {
                     else {
                         continue;
                     };
-                    let definitions = self.definitions(&repos[repo..=repo], cache, interface)?;
+                    let definitions = self.definitions(repos, cache, interface, Some(repo))?;
                     if let Some((_, path, language, def)) = definitions.into_iter().next() {
                         let mut c = Candidate::expanded(
                             repo,
@@ -1195,14 +1195,20 @@ impl ContextService {
     }
 
     /// Definitions of `symbol` in the indexed files of `repos`: (repo, path, language, tag).
+    /// `only`: in that repository alone (an index into `repos`, like every index the cache
+    /// keys by).
     fn definitions(
         &self,
         repos: &[CodeRepository],
         cache: &mut FileCache,
         symbol: &str,
+        only: Option<usize>,
     ) -> Result<Vec<(usize, String, String, Tag)>, CodeSearchError> {
         let mut out = Vec::new();
         for (i, repo) in repos.iter().enumerate() {
+            if only.is_some_and(|only| only != i) {
+                continue;
+            }
             let files = self.code_search.symbol_files(
                 &repo.source_id,
                 symbol,
@@ -1678,6 +1684,57 @@ mod relation_tests {
             .filter(|i| i.path == path)
             .flat_map(|i| &i.reasons)
             .collect()
+    }
+
+    /// Expansion in the second of two repositories reads that repository's files (the pack's
+    /// caches are keyed by the repository's index among all of them).
+    #[tokio::test]
+    async fn edges_in_a_later_repository_read_its_own_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let other = tmp.path().join("other");
+        write(
+            &other,
+            "src/storage.rs",
+            "pub struct Unrelated;\n\nfn filler() {}\n",
+        );
+        let repo = tmp.path().join("shop");
+        shop(&repo);
+        let (search, _) = index_sources(
+            tmp.path(),
+            &[("config:other", &other), ("config:shop", &repo)],
+            true,
+        )
+        .await;
+        let service = Arc::new(ContextService {
+            code_search: Arc::new(search),
+            files: Arc::new(RepoFiles::new(tmp.path().join("repos"))),
+            search_params: CodeSearchParams::answer_default(),
+        });
+        let mut both = vec![CodeRepository {
+            git_url: format!("file://{}", other.display()),
+            source_id: "config:other".into(),
+        }];
+        both.extend(repos(&repo));
+        // Read the other repository's src/storage.rs first, so a cache keyed wrongly answers it.
+        let mut request = request(&["Unrelated", "DiskStore"], &[]);
+        request.max_depth = 1;
+        let pack = service.build(both, request).await.unwrap();
+        let storage = pack
+            .items
+            .iter()
+            .find(|i| {
+                i.source_id == "config:shop"
+                    && i.path == "src/storage.rs"
+                    && i.reasons
+                        .iter()
+                        .any(|r| matches!(r, Reason::Interface { .. }))
+            })
+            .unwrap_or_else(|| panic!("{:#?}", pack.items));
+        assert!(
+            storage.excerpt.contains("pub trait Storage"),
+            "{}",
+            storage.excerpt
+        );
     }
 
     #[tokio::test]
