@@ -98,19 +98,20 @@ impl Leg {
     }
 }
 
+/// Whether a result's lines overlap a relevant range of the same file.
+fn overlaps(relevant: &Range, result: &Range) -> bool {
+    relevant.filepath == result.filepath
+        && result.start_line <= relevant.end_line
+        && relevant.start_line <= result.end_line
+}
+
 /// The share of a query's relevant ranges that any of `results` overlaps (no rank cut: what
 /// a whole pack holds).
 fn recall_all(query: &EvalQuery, results: &[Range]) -> f64 {
     let found = query
         .relevant
         .iter()
-        .filter(|r| {
-            results.iter().any(|result| {
-                r.filepath == result.filepath
-                    && result.start_line <= r.end_line
-                    && r.start_line <= result.end_line
-            })
-        })
+        .filter(|r| results.iter().any(|result| overlaps(r, result)))
         .count();
     found as f64 / query.relevant.len().max(1) as f64
 }
@@ -214,11 +215,7 @@ fn score(query: &EvalQuery, results: &[Range]) -> Metrics {
             .relevant
             .iter()
             .enumerate()
-            .filter(|(_, r)| {
-                r.filepath == result.filepath
-                    && result.start_line <= r.end_line
-                    && r.start_line <= result.end_line
-            })
+            .filter(|(_, r)| overlaps(r, result))
             .map(|(i, _)| i)
             .collect();
         if hits.is_empty() {
