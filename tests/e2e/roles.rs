@@ -7,34 +7,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::{
+    ee_policy::wait_until_searchable,
     ee_support::{bearer, register_owner, rest},
     rag::{make_shop_repo, wait_for_index},
     support::*,
 };
-
-/// Searches through `url` (as `token`) until a hit comes back; panics with `stderr` otherwise.
-async fn wait_for_hits(url: &str, token: &str, stderr: impl Fn() -> String) {
-    for _ in 0..300 {
-        let response = client()
-            .post(url)
-            .header("authorization", bearer(token))
-            .json(&json!({"query": "compute_discounted_price"}))
-            .send()
-            .await
-            .unwrap();
-        if response.status() == 200 {
-            let body: serde_json::Value = response.json().await.unwrap();
-            if body["hits"].as_array().is_some_and(|h| !h.is_empty()) {
-                return;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!(
-        "the web replica never found the worker's index; stderr:\n{}",
-        stderr()
-    );
-}
 
 #[tokio::test]
 async fn a_web_replica_serves_what_a_worker_indexes() {
@@ -107,9 +84,12 @@ async fn ee_a_worker_runs_the_jobs_a_web_replica_serves() {
     assert_eq!(ready["checks"], json!({"database": "ok"}));
     let (status, _) = get_json(&worker.url("/graphql")).await;
     assert_eq!(status, 404, "a worker serves no GraphQL");
-    wait_for_hits(&web.url("/v1beta/search"), &owner.auth_token, || {
-        format!("web:\n{}\nworker:\n{}", web.stderr(), worker.stderr())
-    })
+    wait_until_searchable(
+        &web,
+        &owner.auth_token,
+        json!({"query": "compute_discounted_price"}),
+        "src/pricing.py",
+    )
     .await;
     // The run was the worker's: the web replica's log never started one.
     assert!(worker.stderr().contains("job run"), "{}", worker.stderr());
