@@ -101,6 +101,7 @@ fn probes(
             "/readyz",
             get(routes::health::readyz).with_state(routes::health::Readiness {
                 check: readiness,
+                last: Default::default(),
                 code_search,
             }),
         )

@@ -21,11 +21,20 @@ pub async fn health(State(state): State<Arc<ApiState>>) -> Json<HealthState> {
 pub type ReadinessCheck =
     Arc<dyn Fn() -> futures::future::BoxFuture<'static, Result<(), &'static str>> + Send + Sync>;
 
+/// How long one answer of the readiness check is reused: `/readyz` needs no token, so a
+/// flood of probes costs at most one database query a second.
+const READY_CHECK_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The last answer of the readiness check and when it was taken.
+type LastCheck = Arc<tokio::sync::Mutex<Option<(std::time::Instant, Result<(), &'static str>)>>>;
+
 /// What `/readyz` looks at.
 #[derive(Clone)]
 pub struct Readiness {
     /// The enterprise layer's check (its database), when there is one.
     pub check: Option<ReadinessCheck>,
+    /// Shared by the probes (one check runs at a time; the others wait for its answer).
+    pub last: LastCheck,
     /// Code search, when repositories can be indexed: reported, never a reason to refuse
     /// traffic (completions and chat work before the first index).
     pub code_search: Option<Arc<crate::services::code::CodeSearchService>>,
@@ -44,7 +53,18 @@ pub async fn readyz(
     let mut checks = serde_json::Map::new();
     let mut ready = true;
     if let Some(check) = &readiness.check {
-        match check().await {
+        let answer = {
+            let mut last = readiness.last.lock().await;
+            match *last {
+                Some((at, answer)) if at.elapsed() < READY_CHECK_TTL => answer,
+                _ => {
+                    let answer = check().await;
+                    *last = Some((std::time::Instant::now(), answer));
+                    answer
+                }
+            }
+        };
+        match answer {
             Ok(()) => {
                 checks.insert("database".into(), "ok".into());
             }
@@ -83,6 +103,7 @@ mod tests {
         let failing: ReadinessCheck = Arc::new(|| Box::pin(async { Err("database") }));
         let (status, Json(body)) = readyz(State(Readiness {
             check: Some(failing),
+            last: Default::default(),
             code_search: None,
         }))
         .await;
@@ -91,13 +112,25 @@ mod tests {
             body,
             serde_json::json!({"status": "not_ready", "checks": {"database": "failing"}, "index": "none"})
         );
-        let passing: ReadinessCheck = Arc::new(|| Box::pin(async { Ok(()) }));
-        let (status, Json(body)) = readyz(State(Readiness {
+        // A passing check runs once for a burst of probes within its TTL.
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let passing: ReadinessCheck = {
+            let runs = runs.clone();
+            Arc::new(move || {
+                runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Box::pin(async { Ok(()) })
+            })
+        };
+        let readiness = Readiness {
             check: Some(passing),
+            last: Default::default(),
             code_search: None,
-        }))
-        .await;
-        assert_eq!(status, axum::http::StatusCode::OK);
-        assert_eq!(body["checks"], serde_json::json!({"database": "ok"}));
+        };
+        for _ in 0..50 {
+            let (status, Json(body)) = readyz(State(readiness.clone())).await;
+            assert_eq!(status, axum::http::StatusCode::OK);
+            assert_eq!(body["checks"], serde_json::json!({"database": "ok"}));
+        }
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
