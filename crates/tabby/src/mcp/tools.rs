@@ -521,6 +521,35 @@ async fn search_code(
             return Ok(tool_error("code search failed"));
         }
     };
+    // Reading and parsing the hits' files is blocking work: off the async threads.
+    let (items, mut text) = {
+        let (state, allowed) = (state.clone(), allowed.clone());
+        let repos: Vec<CodeRepository> = repos.into_iter().cloned().collect();
+        tokio::task::spawn_blocking(move || {
+            hit_items(&state, &allowed, &repos, hits, path.as_ref(), limit)
+        })
+        .await
+        .map_err(|_| McpError::internal_error("the tool failed", None))?
+    };
+    if items.is_empty() {
+        text = format!("no code matched {query:?}");
+    }
+    Ok(result(
+        text,
+        json!({ "hits": items, "index": service.index_versions() }),
+    ))
+}
+
+/// The items and text of `search_code`'s hits: each cited, with what it defines and lives in
+/// (its file read and parsed once per call).
+fn hit_items(
+    state: &McpState,
+    allowed: &AllowedCodeRepository,
+    repos: &[CodeRepository],
+    hits: Vec<tabby_common::api::code::CodeSearchHit>,
+    path: Option<&GlobMatcher>,
+    limit: usize,
+) -> (Vec<Value>, String) {
     let mut items = Vec::new();
     let mut text = String::new();
     // One snapshot of the default branch per repository and one parse per file, not per hit.
@@ -542,7 +571,7 @@ async fn search_code(
             .list
             .iter()
             .find(|r| hit.doc.file_id.starts_with(&format!("{}:::", r.source_id)))
-            .or_else(|| repos.first().copied().filter(|_| repos.len() == 1))
+            .or_else(|| repos.first().filter(|_| repos.len() == 1))
         else {
             continue;
         };
@@ -600,13 +629,7 @@ async fn search_code(
         item["text"] = json!(hit.doc.body);
         items.push(item);
     }
-    if items.is_empty() {
-        text = format!("no code matched {query:?}");
-    }
-    Ok(result(
-        text,
-        json!({ "hits": items, "index": service.index_versions() }),
-    ))
+    (items, text)
 }
 
 #[derive(Deserialize)]
