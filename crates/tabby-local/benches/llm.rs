@@ -156,8 +156,12 @@ fn main() {
     );
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let started = Instant::now();
-    let llm =
-        Arc::new(LocalLlm::load(&dir, &LlmConfig::default()).unwrap_or_else(|e| panic!("{e}")));
+    // No prompt cache: every run reads its whole prompt, as llama.cpp's runs do.
+    let config = LlmConfig {
+        prompt_cache_bytes: 0,
+        ..LlmConfig::default()
+    };
+    let llm = Arc::new(LocalLlm::load(&dir, &config).unwrap_or_else(|e| panic!("{e}")));
     let load_time = started.elapsed();
     let completion = LocalCompletion::from_llm(llm.clone());
     let prompt = format!(

@@ -1,23 +1,28 @@
 //! Matrix products for GGUF's Q8_0 and Q5_0 weights (blocks of 32 values with one scale), the
 //! types of most of Qwen2.5-Coder-0.5B's matrices.
 //!
-//! candle runs Q5_0 on its scalar path, and Q8_0 with AVX2 one block at a time (converting two
-//! f16 scales per block through a function call); its faster repacked kernels need widths that
-//! are multiples of 256, which 896 is not. Here:
-//! - weights are stored in tiles of four rows, each block's four rows and their f32 scales side
-//!   by side, so that a tile is one sequential read that the prefetcher can run ahead of;
-//! - activations are quantized per 32-block to i8, as llama.cpp does for these types;
-//! - one AVX512-VNNI `vpdpbusd` multiplies 32 pairs. Q5_0 stays 5-bit in memory (decoding is
-//!   bound by memory bandwidth; widening it to Q8_0 would cost a third more bytes per token) and
-//!   is unpacked in registers; an AVX2 kernel and a portable one cover other CPUs, with Q5_0
-//!   widened to Q8_0 (losslessly) at load.
+//! candle runs Q5_0 on its scalar path, and Q8_0 with AVX2 one block at a time; its faster
+//! repacked kernels need widths that are multiples of 256, which 896 is not. Here:
+//! - weights are stored in groups of 16 rows, block by block: for each block, 4 bytes of each
+//!   of the 16 rows side by side for each of its 8 steps of 4 values, then the 16 scales (f16,
+//!   as in the file). One AVX-512 register holds a step of all 16 rows, so one `vpdpbusd`
+//!   with an activation's 4 bytes broadcast does 64 multiply-adds into the 16 rows' sums;
+//! - Q5_0 stays 5-bit in memory, in exactly the file's bytes per block (decoding is bound by
+//!   memory bandwidth) and is widened to 8 bits one group at a time into a small per-thread
+//!   buffer that stays in L1 while every activation row uses it;
+//! - activations are quantized per 32-block to i8 with an f16-rounded scale, as llama.cpp
+//!   does for these types;
+//! - work items are a group of rows for a chunk of activation rows: a group's weights are read
+//!   from memory once per chunk, and a chunk's activations stay in L2.
 //!
-//! Per block the arithmetic is llama.cpp's: the exact integer dot product times both scales,
-//! so results match up to the order of float additions.
+//! Per block and row the arithmetic is llama.cpp's reference: the exact integer dot product,
+//! times the product of the two scales, added to the row's sum. The AVX-512 kernel, the AVX2
+//! kernel and the portable one all compute exactly that, so their results are identical.
 
 // Kernels index rows and columns of several parallel arrays at once.
 #![allow(clippy::needless_range_loop)]
 
+use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use candle_core::quantized::{GgmlDType, QTensor};
@@ -28,51 +33,68 @@ const BLOCK: usize = 32;
 const Q8_0_BYTES: usize = 34;
 /// Bytes of a GGUF Q5_0 block: f16 scale, 32 high bits, 32 low nibbles.
 const Q5_0_BYTES: usize = 22;
-/// Weight rows per tile.
-const ROWS: usize = 4;
-/// Activation rows computed together while reading a prompt.
-const COLS: usize = 4;
+/// Weight rows per group: one AVX-512 register holds 4 bytes of each.
+const GROUP: usize = 16;
+/// Steps of 4 values per block.
+const STEPS: usize = BLOCK / 4;
+/// Activation rows computed together.
+const COLS: usize = 8;
+/// Bytes of quantized activations a work item's chunk of activation rows may span.
+const CHUNK_BYTES: usize = 256 << 10;
 
-/// One block of the four rows of a tile, 8-bit: `w + 128` per weight.
-#[repr(C)]
+/// One block of the 16 rows of a group, 8-bit and unsigned: weight plus the part's offset.
+#[repr(C, align(32))]
 #[derive(Clone, Copy)]
-struct Q8Block {
-    qs: [[u8; BLOCK]; ROWS],
-    d: [f32; ROWS],
+struct U8Block {
+    /// `qs[s][r]`: values `4s..4s + 4` of row `r`.
+    qs: [[[u8; 4]; GROUP]; STEPS],
+    /// Scales, f16.
+    d: [u16; GROUP],
 }
 
-/// One block of the four rows of a tile, 5-bit as in GGUF: weight `j` is
-/// `(nibble j | bit j of qh << 4) - 16`, nibbles `j` and `j + 16` sharing byte `j % 16`.
-#[repr(C)]
+/// One block of the 16 rows of a group, 5-bit as in GGUF: the value `q` (weight + 16) of
+/// index `j` has its low 4 bits in nibble `j / 16` of file byte `j % 16` and bit 4 in bit `j` of
+/// the file's 32 high bits.
+#[repr(C, align(32))]
 #[derive(Clone, Copy)]
 struct Q5Block {
-    qs: [[u8; BLOCK / 2]; ROWS],
-    qh: [u32; ROWS],
-    d: [f32; ROWS],
+    /// `nibbles[p][r][t]`: file byte `4p + t` of row `r`, i.e. the low 4 bits of values
+    /// `4p + t` (low nibble) and `16 + 4p + t` (high nibble): steps `p` and `p + 4`.
+    nibbles: [[[u8; 4]; GROUP]; STEPS / 2],
+    /// `high[s]`, bit `4r + t`: bit 4 of value `4s + t` of row `r`.
+    high: [u64; STEPS],
+    /// Scales, f16.
+    d: [u16; GROUP],
 }
 
-/// Consecutive tiles of one storage type; block `b` of tile `t` at `[t * nb + b]`.
-enum Tiles {
-    Q8(Vec<Q8Block>),
+/// Consecutive groups of one storage type; block `b` of group `g` at `[g * nb + b]`.
+enum Groups {
+    /// Q8_0, stored as weight + 128.
+    Q8(Vec<U8Block>),
     Q5(Vec<Q5Block>),
 }
 
-impl Tiles {
+impl Groups {
     fn count(&self, nb: usize) -> usize {
         match self {
-            Tiles::Q8(v) => v.len() / nb,
-            Tiles::Q5(v) => v.len() / nb,
+            Groups::Q8(v) => v.len() / nb,
+            Groups::Q5(v) => v.len() / nb,
         }
     }
 }
 
+/// What widened Q5_0 values hold over the weight.
+const Q5_OFFSET: i32 = 16;
+/// What stored Q8_0 values hold over the weight.
+const Q8_OFFSET: i32 = 128;
+
 /// An (n × k) weight matrix, row `r` producing output `r`. It may stack matrices of different
 /// types (e.g. Q5_0 query and key over a Q8_0 value projection) to run them as one product;
-/// each part but the last has a multiple of four rows.
+/// each part but the last has a multiple of 16 rows.
 pub struct QuantMatrix {
     n: usize,
     k: usize,
-    parts: Vec<Tiles>,
+    parts: Vec<Groups>,
 }
 
 /// Activations quantized for [`QuantMatrix::matmul`]: per 32-block an i8 run, its scale, and
@@ -81,6 +103,11 @@ struct QuantizedRows {
     qs: Vec<i8>,
     scales: Vec<f32>,
     sums: Vec<i32>,
+}
+
+thread_local! {
+    /// A Q5_0 group widened to 8 bits, reused by the thread's next groups.
+    static WIDENED: RefCell<Vec<U8Block>> = const { RefCell::new(Vec::new()) };
 }
 
 impl QuantMatrix {
@@ -109,21 +136,20 @@ impl QuantMatrix {
             candle_core::bail!("matrix width {k} is not a whole number of blocks");
         }
         let nb = k / BLOCK;
-        let tiles = match dtype {
-            GgmlDType::Q8_0 => q8_tiles(data, n, nb)?,
-            GgmlDType::Q5_0 if kernel() == Kernel::Vnni => q5_tiles(data, n, nb)?,
-            GgmlDType::Q5_0 => q8_tiles(&q5_0_to_q8_0(data)?, n, nb)?,
+        let groups = match dtype {
+            GgmlDType::Q8_0 => q8_groups(data, n, nb)?,
+            GgmlDType::Q5_0 => q5_groups(data, n, nb)?,
             other => candle_core::bail!("{other:?} matrices are not supported here"),
         };
         Ok(Self {
             n,
             k,
-            parts: vec![tiles],
+            parts: vec![groups],
         })
     }
 
     /// One matrix with the rows of all `parts` in order; the parts back if their widths differ
-    /// or a part other than the last has a number of rows that is not a multiple of four.
+    /// or a part other than the last has a number of rows that is not a multiple of 16.
     pub fn stack_or_return(parts: Vec<QuantMatrix>) -> Result<Self, Vec<QuantMatrix>> {
         let Some(k) = parts.first().map(|p| p.k) else {
             return Err(parts);
@@ -132,7 +158,7 @@ impl QuantMatrix {
         if parts
             .iter()
             .enumerate()
-            .any(|(i, p)| p.k != k || (i < last && !p.n.is_multiple_of(ROWS)))
+            .any(|(i, p)| p.k != k || (i < last && !p.n.is_multiple_of(GROUP)))
         {
             return Err(parts);
         }
@@ -156,177 +182,230 @@ impl QuantMatrix {
         let n = self.n;
         assert_eq!(x.len(), m * self.k, "activation shape");
         assert_eq!(out.len(), m * n, "output shape");
-        let xq = quantize_rows(x, m, self.k);
         let kernel = kernel();
+        let xq = quantize_rows(kernel, x, m, self.k);
         let out_ptr = SharedOut(out.as_mut_ptr());
-        let tiles = n.div_ceil(ROWS);
-        let col_groups = m.div_ceil(COLS);
+        let groups = n.div_ceil(GROUP);
+        let chunk = (CHUNK_BYTES / self.k).max(COLS) / COLS * COLS;
         let work = |range: std::ops::Range<usize>| {
             let out_ptr = &out_ptr;
-            for item in range {
-                // Column-group major: a worker walks weight tiles for one group of activation
-                // rows, so the weights stream and the activations stay in L1.
-                let (cg, t) = (item / tiles, item % tiles);
-                let cols = cg * COLS..(cg * COLS + COLS).min(m);
-                let tile = self.tile(kernel, &xq, t, cols.clone());
-                for (ci, c) in cols.enumerate() {
-                    for (ri, r) in (t * ROWS..(t * ROWS + ROWS).min(n)).enumerate() {
-                        // SAFETY: every (c, r) belongs to exactly one work item.
-                        unsafe { *out_ptr.0.add(c * n + r) = tile[ri][ci] };
+            WIDENED.with_borrow_mut(|widened| {
+                for item in range {
+                    // Chunk major: the workers share a chunk's activations while each group's
+                    // weights are read once for all of the chunk's rows.
+                    let (ch, g) = (item / groups, item % groups);
+                    let blocks = self.group(kernel, g, widened);
+                    let rows = g * GROUP..(g * GROUP + GROUP).min(n);
+                    let end = (ch * chunk + chunk).min(m);
+                    for c0 in (ch * chunk..end).step_by(COLS) {
+                        let cols = c0..(c0 + COLS).min(end);
+                        let sums = product(kernel, blocks, &xq, self.k, cols.clone());
+                        for (ci, c) in cols.enumerate() {
+                            // SAFETY: every (c, row) belongs to exactly one work item, and the
+                            // rows lie inside row c of `out`.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    sums.values[ci].as_ptr(),
+                                    out_ptr.0.add(c * n + rows.start),
+                                    rows.len(),
+                                )
+                            };
+                        }
                     }
                 }
-            }
+            });
         };
-        candle_core::utils::barrier_pool().execute_chunked(tiles * col_groups, work);
+        candle_core::utils::barrier_pool().execute_chunked(groups * m.div_ceil(chunk), work);
     }
 
-    /// Dot products of the rows of tile `t` with activation rows `cols` (at most [`COLS`]).
-    fn tile(
-        &self,
+    /// The 8-bit blocks of group `g` with the offset of their values, widened into `widened`
+    /// if the group is stored 5-bit.
+    fn group<'a>(
+        &'a self,
         kernel: Kernel,
-        xq: &QuantizedRows,
-        mut t: usize,
-        cols: std::ops::Range<usize>,
-    ) -> [[f32; COLS]; ROWS] {
-        let (k, nb) = (self.k, self.k / BLOCK);
+        mut g: usize,
+        widened: &'a mut Vec<U8Block>,
+    ) -> Blocks<'a> {
+        let nb = self.k / BLOCK;
         let mut part = &self.parts[0];
         for p in &self.parts {
             part = p;
             let count = p.count(nb);
-            if t < count {
+            if g < count {
                 break;
             }
-            t -= count;
+            g -= count;
         }
-        let blocks = t * nb..(t + 1) * nb;
-        let nc = cols.len();
-        let mut x = Activations {
-            qs: [&[]; COLS],
-            scales: [&[]; COLS],
-            sums: [&[]; COLS],
-        };
-        for (i, c) in cols.enumerate() {
-            x.qs[i] = &xq.qs[c * k..(c + 1) * k];
-            x.scales[i] = &xq.scales[c * nb..(c + 1) * nb];
-            x.sums[i] = &xq.sums[c * nb..(c + 1) * nb];
+        let range = g * nb..(g + 1) * nb;
+        match part {
+            Groups::Q8(v) => Blocks {
+                blocks: &v[range],
+                offset: Q8_OFFSET,
+            },
+            Groups::Q5(v) => {
+                widen_q5(kernel, &v[range], widened);
+                Blocks {
+                    blocks: widened,
+                    offset: Q5_OFFSET,
+                }
+            }
         }
-        let mut tile = [[0f32; COLS]; ROWS];
-        // SAFETY (kernels): `kernel()` checked the CPU features; the activations hold `nb`
-        // whole blocks. Column counts are constants inside the kernels so that the
-        // accumulators stay in registers.
-        match (kernel, part) {
-            #[cfg(target_arch = "x86_64")]
-            (Kernel::Vnni, Tiles::Q8(v)) => unsafe {
-                let b = &v[blocks];
-                match nc {
-                    1 => x86::q8_vnni::<1>(b, &x, &mut tile),
-                    2 => x86::q8_vnni::<2>(b, &x, &mut tile),
-                    3 => x86::q8_vnni::<3>(b, &x, &mut tile),
-                    _ => x86::q8_vnni::<COLS>(b, &x, &mut tile),
-                }
-            },
-            #[cfg(target_arch = "x86_64")]
-            (Kernel::Vnni, Tiles::Q5(v)) => unsafe {
-                let b = &v[blocks];
-                match nc {
-                    1 => x86::q5_vnni::<1>(b, &x, &mut tile),
-                    2 => x86::q5_vnni::<2>(b, &x, &mut tile),
-                    3 => x86::q5_vnni::<3>(b, &x, &mut tile),
-                    _ => x86::q5_vnni::<COLS>(b, &x, &mut tile),
-                }
-            },
-            #[cfg(target_arch = "x86_64")]
-            (Kernel::Avx2, Tiles::Q8(v)) => unsafe {
-                let b = &v[blocks];
-                match nc {
-                    1 => x86::q8_avx2::<1>(b, &x, &mut tile),
-                    2 => x86::q8_avx2::<2>(b, &x, &mut tile),
-                    3 => x86::q8_avx2::<3>(b, &x, &mut tile),
-                    _ => x86::q8_avx2::<COLS>(b, &x, &mut tile),
-                }
-            },
-            (_, Tiles::Q8(v)) => q8_portable(&v[blocks], &x, nc, &mut tile),
-            (_, Tiles::Q5(v)) => q5_portable(&v[blocks], &x, nc, &mut tile),
-        }
-        tile
     }
 }
 
-fn q8_tiles(data: &[u8], n: usize, nb: usize) -> candle_core::Result<Tiles> {
+/// A group's blocks in 8 bits, each value the weight plus `offset`.
+#[derive(Clone, Copy)]
+struct Blocks<'a> {
+    blocks: &'a [U8Block],
+    offset: i32,
+}
+
+/// A group's sums for up to [`COLS`] activation rows: `values[c][r]`.
+#[repr(C, align(64))]
+struct GroupSums {
+    values: [[f32; GROUP]; COLS],
+}
+
+/// Dot products of a group's 16 rows with activation rows `cols` (at most [`COLS`]).
+fn product(
+    kernel: Kernel,
+    w: Blocks,
+    xq: &QuantizedRows,
+    k: usize,
+    cols: std::ops::Range<usize>,
+) -> GroupSums {
+    let nb = k / BLOCK;
+    let nc = cols.len();
+    let mut x = Activations {
+        qs: [&[]; COLS],
+        scales: [&[]; COLS],
+        sums: [&[]; COLS],
+    };
+    for (i, c) in cols.enumerate() {
+        x.qs[i] = &xq.qs[c * k..(c + 1) * k];
+        x.scales[i] = &xq.scales[c * nb..(c + 1) * nb];
+        x.sums[i] = &xq.sums[c * nb..(c + 1) * nb];
+    }
+    let mut sums = GroupSums {
+        values: [[0f32; GROUP]; COLS],
+    };
+    let out = &mut sums.values;
+    // SAFETY (kernels): `kernel()` checked the CPU features; the activations hold `nb`
+    // whole blocks. Column counts are constants inside the AVX-512 kernel so that the
+    // accumulators stay in registers.
+    match kernel {
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni => unsafe {
+            match nc {
+                1 => x86::u8_vnni::<1>(w, &x, out),
+                2 => x86::u8_vnni::<2>(w, &x, out),
+                3 => x86::u8_vnni::<3>(w, &x, out),
+                4 => x86::u8_vnni::<4>(w, &x, out),
+                5 => x86::u8_vnni::<5>(w, &x, out),
+                6 => x86::u8_vnni::<6>(w, &x, out),
+                7 => x86::u8_vnni::<7>(w, &x, out),
+                _ => x86::u8_vnni::<COLS>(w, &x, out),
+            }
+        },
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2 => unsafe { x86::u8_avx2(w, &x, nc, out) },
+        Kernel::Portable => u8_portable(w, &x, nc, out),
+    }
+    sums
+}
+
+fn q8_groups(data: &[u8], n: usize, nb: usize) -> candle_core::Result<Groups> {
     if data.len() != n * nb * Q8_0_BYTES {
         candle_core::bail!(
             "Q8_0 data of {} bytes for {n} rows of {nb} blocks",
             data.len()
         );
     }
-    let empty = Q8Block {
-        qs: [[128; BLOCK]; ROWS],
-        d: [0.0; ROWS],
+    // Padding rows: value 0 (stored 128), scale 0.
+    let empty = U8Block {
+        qs: [[[128; 4]; GROUP]; STEPS],
+        d: [0; GROUP],
     };
-    let mut blocks = vec![empty; n.div_ceil(ROWS) * nb];
+    let mut blocks = vec![empty; n.div_ceil(GROUP) * nb];
     for (r, row) in data.chunks_exact(nb * Q8_0_BYTES).enumerate() {
-        let (t, i) = (r / ROWS, r % ROWS);
+        let (g, i) = (r / GROUP, r % GROUP);
         for (b, src) in row.chunks_exact(Q8_0_BYTES).enumerate() {
-            let dst = &mut blocks[t * nb + b];
-            dst.d[i] = f16_to_f32(u16::from_le_bytes([src[0], src[1]]));
-            for (q, &s) in dst.qs[i].iter_mut().zip(&src[2..]) {
-                *q = s ^ 0x80;
+            let dst = &mut blocks[g * nb + b];
+            dst.d[i] = u16::from_le_bytes([src[0], src[1]]);
+            for (j, &q) in src[2..].iter().enumerate() {
+                dst.qs[j / 4][i][j % 4] = q ^ 0x80;
             }
         }
     }
-    Ok(Tiles::Q8(blocks))
+    Ok(Groups::Q8(blocks))
 }
 
-/// GGUF Q5_0 blocks as Q8_0 blocks holding exactly the same values: a Q5_0 block is 32 five-bit
-/// `q` with one scale `d` (value `d · (q − 16)`); the Q8_0 block with the same `d` and `q − 16`
-/// as i8 is the same vector.
-fn q5_0_to_q8_0(data: &[u8]) -> candle_core::Result<Vec<u8>> {
-    if !data.len().is_multiple_of(Q5_0_BYTES) {
-        candle_core::bail!("Q5_0 data of {} bytes is not whole blocks", data.len());
-    }
-    let mut out = Vec::with_capacity(data.len() / Q5_0_BYTES * Q8_0_BYTES);
-    for block in data.chunks_exact(Q5_0_BYTES) {
-        let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-        let qs = &block[6..];
-        out.extend_from_slice(&block[..2]);
-        let mut values = [0u8; BLOCK];
-        for j in 0..BLOCK / 2 {
-            let low = (qs[j] & 0x0F) | ((((qh >> j) & 1) as u8) << 4);
-            let high = (qs[j] >> 4) | ((((qh >> (j + 16)) & 1) as u8) << 4);
-            values[j] = (low as i8 - 16) as u8;
-            values[j + BLOCK / 2] = (high as i8 - 16) as u8;
-        }
-        out.extend_from_slice(&values);
-    }
-    Ok(out)
-}
-
-fn q5_tiles(data: &[u8], n: usize, nb: usize) -> candle_core::Result<Tiles> {
+fn q5_groups(data: &[u8], n: usize, nb: usize) -> candle_core::Result<Groups> {
     if data.len() != n * nb * Q5_0_BYTES {
         candle_core::bail!(
             "Q5_0 data of {} bytes for {n} rows of {nb} blocks",
             data.len()
         );
     }
+    // Padding rows: scale 0.
     let empty = Q5Block {
-        qs: [[0; BLOCK / 2]; ROWS],
-        qh: [0; ROWS],
-        d: [0.0; ROWS],
+        nibbles: [[[0; 4]; GROUP]; STEPS / 2],
+        high: [0; STEPS],
+        d: [0; GROUP],
     };
-    let mut blocks = vec![empty; n.div_ceil(ROWS) * nb];
+    let mut blocks = vec![empty; n.div_ceil(GROUP) * nb];
     for (r, row) in data.chunks_exact(nb * Q5_0_BYTES).enumerate() {
-        let (t, i) = (r / ROWS, r % ROWS);
+        let (g, i) = (r / GROUP, r % GROUP);
         for (b, src) in row.chunks_exact(Q5_0_BYTES).enumerate() {
-            let dst = &mut blocks[t * nb + b];
-            dst.d[i] = f16_to_f32(u16::from_le_bytes([src[0], src[1]]));
-            dst.qh[i] = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
-            dst.qs[i].copy_from_slice(&src[6..]);
+            let dst = &mut blocks[g * nb + b];
+            dst.d[i] = u16::from_le_bytes([src[0], src[1]]);
+            let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
+            for (j, &byte) in src[6..].iter().enumerate() {
+                dst.nibbles[j / 4][i][j % 4] = byte;
+            }
+            for s in 0..STEPS {
+                let bits = ((qh >> (4 * s)) & 0xF) as u64;
+                dst.high[s] |= bits << (4 * i);
+            }
         }
     }
-    Ok(Tiles::Q5(blocks))
+    Ok(Groups::Q5(blocks))
 }
 
-/// Up to [`COLS`] quantized activation rows of one tile.
+/// Q5_0 blocks as 8-bit blocks holding `q` = weight + 16.
+fn widen_q5(kernel: Kernel, src: &[Q5Block], dst: &mut Vec<U8Block>) {
+    dst.resize(
+        src.len(),
+        U8Block {
+            qs: [[[0; 4]; GROUP]; STEPS],
+            d: [0; GROUP],
+        },
+    );
+    match kernel {
+        // SAFETY: `kernel()` checked the CPU features.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni => unsafe { x86::widen_q5_avx512(src, dst) },
+        _ => widen_q5_portable(src, dst),
+    }
+}
+
+fn widen_q5_portable(src: &[Q5Block], dst: &mut [U8Block]) {
+    for (s, d) in src.iter().zip(dst.iter_mut()) {
+        for p in 0..STEPS / 2 {
+            for r in 0..GROUP {
+                for t in 0..4 {
+                    let byte = s.nibbles[p][r][t];
+                    let bit = |step: usize| (((s.high[step] >> (4 * r + t)) & 1) as u8) << 4;
+                    d.qs[p][r][t] = (byte & 0x0F) | bit(p);
+                    d.qs[p + 4][r][t] = (byte >> 4) | bit(p + 4);
+                }
+            }
+        }
+        d.d = s.d;
+    }
+}
+
+/// Up to [`COLS`] quantized activation rows.
 struct Activations<'a> {
     qs: [&'a [i8]; COLS],
     scales: [&'a [f32]; COLS],
@@ -337,27 +416,46 @@ struct SharedOut(*mut f32);
 // SAFETY: workers write disjoint elements (see `matmul`).
 unsafe impl Sync for SharedOut {}
 
-fn quantize_rows(x: &[f32], m: usize, k: usize) -> QuantizedRows {
+fn quantize_rows(kernel: Kernel, x: &[f32], m: usize, k: usize) -> QuantizedRows {
     let nb = k / BLOCK;
-    let mut qs = vec![0i8; m * k];
-    let mut scales = vec![0f32; m * nb];
-    let mut sums = vec![0i32; m * nb];
+    let mut rows = QuantizedRows {
+        qs: vec![0i8; m * k],
+        scales: vec![0f32; m * nb],
+        sums: vec![0i32; m * nb],
+    };
+    match kernel {
+        // SAFETY: `kernel()` checked the CPU features; the buffers hold `x`'s blocks.
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni => unsafe { x86::quantize_avx512(x, &mut rows) },
+        _ => quantize_portable(x, &mut rows),
+    }
+    rows
+}
+
+/// The f16-rounded scale of a block whose largest magnitude is `amax` (llama.cpp keeps the
+/// activation scale as f16), and the factor that quantizes it.
+fn block_scale(amax: f32) -> (f32, f32) {
+    let d = amax / 127.0;
+    let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+    (f16_to_f32(f32_to_f16(d)), id)
+}
+
+fn quantize_portable(x: &[f32], rows: &mut QuantizedRows) {
     for ((block, q), (scale, sum)) in x
         .chunks_exact(BLOCK)
-        .zip(qs.chunks_exact_mut(BLOCK))
-        .zip(scales.iter_mut().zip(sums.iter_mut()))
+        .zip(rows.qs.chunks_exact_mut(BLOCK))
+        .zip(rows.scales.iter_mut().zip(rows.sums.iter_mut()))
     {
         let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
-        let d = amax / 127.0;
-        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+        let (d, id) = block_scale(amax);
         for (q, v) in q.iter_mut().zip(block) {
+            // Rounded to nearest, ties away from zero: on the near tie that
+            // `qwen_greedy_fim_matches_llama_cpp` holds, ties to even picks the other token.
             *q = (v * id).round() as i8;
             *sum += *q as i32;
         }
-        // llama.cpp keeps the activation scale as f16.
-        *scale = f16_to_f32(f32_to_f16(d));
+        *scale = d;
     }
-    QuantizedRows { qs, scales, sums }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -369,70 +467,47 @@ enum Kernel {
     Portable,
 }
 
-/// Whether products are summed with AVX2 alone (whose per-lane float rounding differs from
-/// the VNNI and portable kernels'; see `qwen_greedy_fim_matches_llama_cpp`).
-#[cfg(test)]
-pub(crate) fn uses_avx2_kernel() -> bool {
+/// The kernels this CPU can run, fastest first.
+fn kernels() -> Vec<Kernel> {
+    let mut all = Vec::new();
     #[cfg(target_arch = "x86_64")]
     {
-        kernel() == Kernel::Avx2
+        if is_x86_feature_detected!("avx512vnni")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512f")
+        {
+            all.push(Kernel::Vnni);
+        }
+        if is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+        {
+            all.push(Kernel::Avx2);
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    all.push(Kernel::Portable);
+    all
 }
 
 fn kernel() -> Kernel {
     static KERNEL: OnceLock<Kernel> = OnceLock::new();
-    *KERNEL.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512vnni")
-                && is_x86_feature_detected!("avx512vl")
-                && is_x86_feature_detected!("avx512bw")
-                && is_x86_feature_detected!("avx2")
-                && is_x86_feature_detected!("fma")
-            {
-                return Kernel::Vnni;
-            }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                return Kernel::Avx2;
-            }
-        }
-        Kernel::Portable
-    })
+    *KERNEL.get_or_init(|| kernels()[0])
 }
 
-fn q8_portable(blocks: &[Q8Block], x: &Activations, nc: usize, tile: &mut [[f32; COLS]; ROWS]) {
-    for (b, block) in blocks.iter().enumerate() {
-        for ci in 0..nc {
-            let xb = &x.qs[ci][b * BLOCK..(b + 1) * BLOCK];
-            for r in 0..ROWS {
-                let dot: i32 = block.qs[r]
-                    .iter()
-                    .zip(xb)
-                    .map(|(&w, &x)| (w as i32 - 128) * x as i32)
-                    .sum();
-                tile[r][ci] += block.d[r] * x.scales[ci][b] * dot as f32;
-            }
-        }
-    }
-}
-
-fn q5_portable(blocks: &[Q5Block], x: &Activations, nc: usize, tile: &mut [[f32; COLS]; ROWS]) {
-    for (b, block) in blocks.iter().enumerate() {
-        for ci in 0..nc {
-            let xb = &x.qs[ci][b * BLOCK..(b + 1) * BLOCK];
-            for r in 0..ROWS {
-                let dot: i32 = (0..BLOCK)
-                    .map(|j| {
-                        let nibble = (block.qs[r][j % 16] >> (4 * (j / 16))) & 0x0F;
-                        let high = ((block.qh[r] >> j) & 1) as u8;
-                        ((nibble | (high << 4)) as i32 - 16) * xb[j] as i32
-                    })
-                    .sum();
-                tile[r][ci] += block.d[r] * x.scales[ci][b] * dot as f32;
+fn u8_portable(w: Blocks, x: &Activations, nc: usize, out: &mut [[f32; GROUP]; COLS]) {
+    for (b, block) in w.blocks.iter().enumerate() {
+        for c in 0..nc {
+            let xb = &x.qs[c][b * BLOCK..(b + 1) * BLOCK];
+            let dx = x.scales[c][b];
+            let bias = -w.offset * x.sums[c][b];
+            for r in 0..GROUP {
+                let mut dot = bias;
+                for s in 0..STEPS {
+                    for t in 0..4 {
+                        dot += block.qs[s][r][t] as i32 * xb[4 * s + t] as i32;
+                    }
+                }
+                out[c][r] += (f16_to_f32(block.d[r]) * dx) * dot as f32;
             }
         }
     }
@@ -516,7 +591,7 @@ mod tests {
     }
 
     /// `matrix · x` against f32 products of the dequantized weights and activations, and every
-    /// kernel against the portable one.
+    /// kernel this CPU has against the portable one, bit for bit.
     fn check(matrix: &QuantMatrix, dequantized: &[Vec<f32>], m: usize) {
         let (n, k) = (matrix.rows(), matrix.columns());
         let x: Vec<f32> = (0..m * k)
@@ -524,7 +599,7 @@ mod tests {
             .collect();
         let mut out = vec![0f32; m * n];
         matrix.matmul(&x, m, &mut out);
-        let xq = quantize_rows(&x, m, k);
+        let xq = quantize_rows(Kernel::Portable, &x, m, k);
         let xd: Vec<f32> = (0..m * k)
             .map(|i| xq.qs[i] as f32 * xq.scales[i / BLOCK])
             .collect();
@@ -540,13 +615,18 @@ mod tests {
                 assert!((got - float).abs() <= 0.01 * k as f32, "{got} vs {float}");
             }
         }
-        for t in 0..n.div_ceil(ROWS) {
-            for c0 in (0..m).step_by(COLS) {
-                let cols = c0..(c0 + COLS).min(m);
-                let fast = matrix.tile(kernel(), &xq, t, cols.clone());
-                let slow = matrix.tile(Kernel::Portable, &xq, t, cols);
-                for (f, s) in fast.iter().flatten().zip(slow.iter().flatten()) {
-                    assert!((f - s).abs() <= 1e-3 * s.abs().max(1.0), "{f} vs {s}");
+        for kernel in kernels() {
+            let q = quantize_rows(kernel, &x, m, k);
+            assert_eq!((&q.qs, &q.scales, &q.sums), (&xq.qs, &xq.scales, &xq.sums));
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            for g in 0..n.div_ceil(GROUP) {
+                for c0 in (0..m).step_by(COLS) {
+                    let cols = c0..(c0 + COLS).min(m);
+                    let w = matrix.group(kernel, g, &mut fast);
+                    let f = product(kernel, w, &xq, k, cols.clone());
+                    let w = matrix.group(Kernel::Portable, g, &mut slow);
+                    let s = product(Kernel::Portable, w, &xq, k, cols);
+                    assert_eq!(f.values, s.values, "{kernel:?} m={m} n={n} k={k} group {g}");
                 }
             }
         }
@@ -571,6 +651,7 @@ mod tests {
                 (3, 9, 32),
                 (5, 12, 896),
                 (9, 16, 128),
+                (17, 40, 96),
             ] {
                 let (matrix, dequantized) = quantized(n, k, dtype);
                 check(&matrix, &dequantized, m);
@@ -578,16 +659,25 @@ mod tests {
         }
     }
 
+    /// More activation rows than one work item's chunk takes.
+    #[test]
+    fn products_over_several_chunks() {
+        let k = 4096;
+        let m = CHUNK_BYTES / k + 3;
+        let (matrix, dequantized) = quantized(20, k, GgmlDType::Q5_0);
+        check(&matrix, &dequantized, m);
+    }
+
     #[test]
     fn stacked_parts_of_mixed_types() {
-        let (q, mut rows) = quantized(8, 64, GgmlDType::Q5_0);
+        let (q, mut rows) = quantized(16, 64, GgmlDType::Q5_0);
         let (v, more) = quantized(6, 64, GgmlDType::Q8_0);
         rows.extend(more);
         let stacked = QuantMatrix::stack_or_return(vec![q, v]).ok().unwrap();
-        assert_eq!(stacked.rows(), 14);
+        assert_eq!(stacked.rows(), 22);
         check(&stacked, &rows, 1);
         check(&stacked, &rows, 6);
-        let (odd, _) = quantized(6, 64, GgmlDType::Q8_0);
+        let (odd, _) = quantized(12, 64, GgmlDType::Q8_0);
         let (last, _) = quantized(4, 64, GgmlDType::Q8_0);
         assert_eq!(
             QuantMatrix::stack_or_return(vec![odd, last])
@@ -598,24 +688,26 @@ mod tests {
         );
     }
 
+    /// Values that quantize to ±127 and to ties stay as the portable quantizer makes them.
     #[test]
-    fn q5_0_widens_to_q8_0_without_loss() {
-        let q5 = QTensor::quantize(&weights(4, 64), GgmlDType::Q5_0).unwrap();
-        let q8 = q5_0_to_q8_0(&q5.data().unwrap()).unwrap();
-        let q8 = candle_core::quantized::ggml_file::qtensor_from_ggml(
-            GgmlDType::Q8_0,
-            &q8,
-            vec![4, 64],
-            &Device::Cpu,
-        )
-        .unwrap();
-        let dequantize = |t: &QTensor| {
-            t.dequantize(&Device::Cpu)
-                .unwrap()
-                .to_vec2::<f32>()
-                .unwrap()
-        };
-        assert_eq!(dequantize(&q5), dequantize(&q8));
+    fn activation_quantization_agrees_across_kernels() {
+        let mut x: Vec<f32> = (0..256).map(|i| (i as f32 - 128.0) / 8.0).collect();
+        x[32..64].fill(0.0);
+        x[64] = 127.0;
+        x[65] = 0.5;
+        x[66] = 2.5;
+        x[67] = -2.5;
+        x[68] = 0.49999997;
+        x[69] = -126.5;
+        let reference = quantize_rows(Kernel::Portable, &x, 1, 256);
+        assert_eq!(&reference.qs[64..70], &[127, 1, 3, -3, 0, -127]);
+        assert_eq!(reference.sums[1], 0);
+        for kernel in kernels() {
+            let q = quantize_rows(kernel, &x, 1, 256);
+            assert_eq!(q.qs, reference.qs, "{kernel:?}");
+            assert_eq!(q.scales, reference.scales, "{kernel:?}");
+            assert_eq!(q.sums, reference.sums, "{kernel:?}");
+        }
     }
 
     #[test]

@@ -412,29 +412,17 @@ async fn qwen_fim_completes_rust() {
 /// the Rust one at `<|endoftext|>`.
 ///
 /// After the Python `else:` the two best next tokens (`a` of `a, b = 0, 1` and `return` of the
-/// recursive call) are nearly tied. llama.cpp (on an AVX-512 machine and on an AVX2-only AMD
-/// EPYC alike), our VNNI kernel and our portable kernel pick `a`; our AVX2 kernel, which
-/// rounds the block products per lane in another order, picks `return`. So the AVX2 kernel is
-/// held to llama.cpp's output up to the tie and to one of the two branches after it; every
-/// other kernel to all of it.
+/// recursive call) are nearly tied: llama.cpp (on an AVX-512 machine and on an AVX2-only AMD
+/// EPYC alike) picks `a`. Our kernels, which all compute the same sums bit for bit, must too.
 #[tokio::test]
 async fn qwen_greedy_fim_matches_llama_cpp() {
-    const UP_TO_THE_TIE: &str = "if n <= 0:\n        return \"Input must be a positive integer.\"\n    \
-         elif n == 1:\n        return 0\n    elif n == 2:\n        return 1\n    else:\n        ";
-    const LLAMA_CPP: &str = "a, b = 0, 1\n        for _ in range(3, n +";
-    const OTHER_BRANCH: &str = "return fibonacci(n-1) + fibonacci(n-2)";
     let python = fim(FIM_PYTHON.0, FIM_PYTHON.1).await;
-    if super::quant_matrix::uses_avx2_kernel() {
-        let rest = python
-            .strip_prefix(UP_TO_THE_TIE)
-            .unwrap_or_else(|| panic!("differs before the tie: {python:?}"));
-        assert!(
-            rest == LLAMA_CPP || rest.starts_with(OTHER_BRANCH),
-            "{python:?}"
-        );
-    } else {
-        assert_eq!(python, format!("{UP_TO_THE_TIE}{LLAMA_CPP}"));
-    }
+    assert_eq!(
+        python,
+        "if n <= 0:\n        return \"Input must be a positive integer.\"\n    \
+         elif n == 1:\n        return 0\n    elif n == 2:\n        return 1\n    else:\n        \
+         a, b = 0, 1\n        for _ in range(3, n +"
+    );
     let rust = fim(FIM_RUST.0, FIM_RUST.1).await;
     assert_eq!(
         rust,

@@ -1,153 +1,174 @@
-//! The x86-64 kernels of `quant_matrix`: AVX512-VNNI for 8- and 5-bit tiles, AVX2 for 8-bit.
+//! The x86-64 kernels of `quant_matrix`: AVX-512 (VNNI) and AVX2 over 8-bit groups, the
+//! widening of 5-bit groups, and the quantization of activations.
 
 // Kernels index rows and columns of several parallel arrays at once.
 #![allow(clippy::needless_range_loop)]
 
 use std::arch::x86_64::*;
 
-use super::{Activations, BLOCK, COLS, Q5Block, Q8Block, ROWS};
+use super::{
+    Activations, BLOCK, Blocks, COLS, GROUP, Q5Block, QuantizedRows, STEPS, U8Block, block_scale,
+};
 
-/// Bytes ahead of the block in use that the kernels ask the memory system for: a tile is
-/// read once per token, straight from DRAM.
-const PREFETCH_BYTES: usize = 1024;
-
-#[target_feature(enable = "avx2,fma")]
-fn hsum(v: __m256) -> f32 {
-    let hi = _mm256_extractf128_ps(v, 1);
-    let s = _mm_add_ps(_mm256_castps256_ps128(v), hi);
-    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    let s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    _mm_cvtss_f32(s)
-}
-
-/// Asks for the cache lines `PREFETCH_BYTES` past `block` (which spans `size` bytes).
-#[target_feature(enable = "avx2,fma")]
-fn prefetch<T>(block: &T, size: usize) {
-    // Past the end of the slice is fine: a prefetch never faults.
-    let p = (block as *const T as *const i8).wrapping_add(PREFETCH_BYTES);
-    let mut off = 0;
-    while off < size {
-        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off));
-        off += 64;
-    }
-}
-
-#[target_feature(enable = "avx2,fma")]
-fn store<const NC: usize>(acc: [[__m256; NC]; ROWS], tile: &mut [[f32; COLS]; ROWS]) {
-    for r in 0..ROWS {
-        for ci in 0..NC {
-            tile[r][ci] = hsum(acc[r][ci]);
-        }
-    }
-}
-
-/// Σ_b d_w·d_x·Σ w·x over 8-bit tiles, for `NC` activation rows.
+/// The 4 activation bytes of step `s` of block `b` of `row`, as one 32-bit lane value.
 ///
 /// # Safety
-/// The CPU must support AVX512-VNNI, AVX512-VL, AVX2 and FMA; the first `NC` activation
-/// rows hold `blocks.len()` whole blocks.
-#[target_feature(enable = "avx512vnni,avx512vl,avx512f,avx2,fma")]
-pub(super) unsafe fn q8_vnni<const NC: usize>(
-    blocks: &[Q8Block],
+/// `row` holds block `b`.
+#[inline(always)]
+unsafe fn step_bytes(row: &[i8], b: usize, s: usize) -> i32 {
+    unsafe { std::ptr::read_unaligned(row.as_ptr().add(b * BLOCK + 4 * s) as *const i32) }
+}
+
+/// Σ_b (d_w·d_x)·Σ w·x for the 16 rows of a group and `NC` activation rows.
+///
+/// # Safety
+/// The CPU must support AVX512F, AVX512BW and AVX512-VNNI; the first `NC` activation rows
+/// hold `w.blocks.len()` whole blocks.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn u8_vnni<const NC: usize>(
+    w: Blocks,
     x: &Activations,
-    tile: &mut [[f32; COLS]; ROWS],
+    out: &mut [[f32; GROUP]; COLS],
 ) {
-    let mut acc = [[_mm256_setzero_ps(); NC]; ROWS];
-    for (b, block) in blocks.iter().enumerate() {
-        prefetch(block, size_of::<Q8Block>());
-        let w: [__m256i; ROWS] = std::array::from_fn(|r| unsafe {
-            _mm256_loadu_si256(block.qs[r].as_ptr() as *const __m256i)
-        });
-        for ci in 0..NC {
-            unsafe {
-                let xv = _mm256_loadu_si256(x.qs[ci].as_ptr().add(b * BLOCK) as *const __m256i);
-                // Σ(w + 128)·x − 128·Σx, the correction spread over the 8 lanes.
-                let bias = _mm256_set1_epi32(-16 * *x.sums[ci].get_unchecked(b));
-                let dx = *x.scales[ci].get_unchecked(b);
-                for r in 0..ROWS {
-                    let dot = _mm256_dpbusd_epi32(bias, w[r], xv);
-                    let scale = _mm256_set1_ps(block.d[r] * dx);
-                    acc[r][ci] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][ci]);
+    let mut acc = [_mm512_setzero_ps(); NC];
+    for (b, block) in w.blocks.iter().enumerate() {
+        unsafe {
+            // Σ(w + offset)·x − offset·Σx = Σw·x, exactly.
+            let mut dot: [__m512i; NC] =
+                std::array::from_fn(|c| _mm512_set1_epi32(-w.offset * x.sums[c][b]));
+            for s in 0..STEPS {
+                let wv = _mm512_loadu_si512(block.qs[s].as_ptr() as *const __m512i);
+                for c in 0..NC {
+                    let xv = _mm512_set1_epi32(step_bytes(x.qs[c], b, s));
+                    dot[c] = _mm512_dpbusd_epi32(dot[c], wv, xv);
                 }
+            }
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(block.d.as_ptr() as *const __m256i));
+            for c in 0..NC {
+                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*x.scales[c].get_unchecked(b)));
+                acc[c] = _mm512_add_ps(acc[c], _mm512_mul_ps(_mm512_cvtepi32_ps(dot[c]), scale));
             }
         }
     }
-    store(acc, tile);
-}
-
-/// The same over 5-bit tiles, unpacked in registers.
-///
-/// # Safety
-/// As [`q8_vnni`], plus AVX512-BW.
-#[target_feature(enable = "avx512vnni,avx512vl,avx512bw,avx512f,avx2,fma")]
-pub(super) unsafe fn q5_vnni<const NC: usize>(
-    blocks: &[Q5Block],
-    x: &Activations,
-    tile: &mut [[f32; COLS]; ROWS],
-) {
-    let low = _mm_set1_epi8(0x0F);
-    let high_bit = _mm256_set1_epi8(0x10);
-    let mut acc = [[_mm256_setzero_ps(); NC]; ROWS];
-    for (b, block) in blocks.iter().enumerate() {
-        prefetch(block, size_of::<Q5Block>());
-        // Unsigned 0..=31, the weight plus 16.
-        let w: [__m256i; ROWS] = std::array::from_fn(|r| unsafe {
-            let packed = _mm_loadu_si128(block.qs[r].as_ptr() as *const __m128i);
-            let lo = _mm_and_si128(packed, low);
-            let hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low);
-            let nibbles = _mm256_set_m128i(hi, lo);
-            let bits = _mm256_maskz_mov_epi8(block.qh[r], high_bit);
-            _mm256_or_si256(nibbles, bits)
-        });
-        for ci in 0..NC {
-            unsafe {
-                let xv = _mm256_loadu_si256(x.qs[ci].as_ptr().add(b * BLOCK) as *const __m256i);
-                // Σ(w + 16)·x − 16·Σx, the correction spread over the 8 lanes.
-                let bias = _mm256_set1_epi32(-2 * *x.sums[ci].get_unchecked(b));
-                let dx = *x.scales[ci].get_unchecked(b);
-                for r in 0..ROWS {
-                    let dot = _mm256_dpbusd_epi32(bias, w[r], xv);
-                    let scale = _mm256_set1_ps(block.d[r] * dx);
-                    acc[r][ci] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][ci]);
-                }
-            }
-        }
+    for c in 0..NC {
+        unsafe { _mm512_storeu_ps(out[c].as_mut_ptr(), acc[c]) };
     }
-    store(acc, tile);
 }
 
-/// 8-bit tiles with AVX2 only: `maddubs` needs an unsigned operand small enough that a pair
-/// sum fits i16, so weights go back to signed and their sign moves onto the activations.
+/// The same with AVX2 alone: `maddubs` needs an unsigned operand small enough that a pair sum
+/// fits i16, so weights go back to signed and their sign moves onto the activations.
 ///
 /// # Safety
-/// The CPU must support AVX2 and FMA; the first `NC` activation rows hold `blocks.len()`
-/// whole blocks.
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn q8_avx2<const NC: usize>(
-    blocks: &[Q8Block],
+/// The CPU must support AVX2, FMA and F16C; the first `nc` activation rows hold
+/// `w.blocks.len()` whole blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn u8_avx2(
+    w: Blocks,
     x: &Activations,
-    tile: &mut [[f32; COLS]; ROWS],
+    nc: usize,
+    out: &mut [[f32; GROUP]; COLS],
 ) {
-    let flip = _mm256_set1_epi8(-128);
+    let offset = _mm256_set1_epi8(w.offset as u8 as i8);
     let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); NC]; ROWS];
-    for (b, block) in blocks.iter().enumerate() {
-        prefetch(block, size_of::<Q8Block>());
-        for r in 0..ROWS {
-            unsafe {
-                let wv = _mm256_loadu_si256(block.qs[r].as_ptr() as *const __m256i);
-                let wv = _mm256_xor_si256(wv, flip);
-                let aw = _mm256_sign_epi8(wv, wv);
-                for ci in 0..NC {
-                    let xq = x.qs[ci].as_ptr().add(b * BLOCK);
-                    let xv = _mm256_loadu_si256(xq as *const __m256i);
-                    let sx = _mm256_sign_epi8(xv, wv);
-                    let dot = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
-                    let scale = _mm256_set1_ps(block.d[r] * *x.scales[ci].get_unchecked(b));
-                    acc[r][ci] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), scale, acc[r][ci]);
+    let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
+    for (b, block) in w.blocks.iter().enumerate() {
+        unsafe {
+            let dw = [
+                _mm256_cvtph_ps(_mm_loadu_si128(block.d.as_ptr() as *const __m128i)),
+                _mm256_cvtph_ps(_mm_loadu_si128(block.d.as_ptr().add(8) as *const __m128i)),
+            ];
+            for c in 0..nc {
+                let mut dot = [_mm256_setzero_si256(); 2];
+                for s in 0..STEPS {
+                    let xv = _mm256_set1_epi32(step_bytes(x.qs[c], b, s));
+                    for h in 0..2 {
+                        let q = block.qs[s][8 * h..].as_ptr() as *const __m256i;
+                        let wv = _mm256_sub_epi8(_mm256_loadu_si256(q), offset);
+                        let pairs = _mm256_maddubs_epi16(
+                            _mm256_sign_epi8(wv, wv),
+                            _mm256_sign_epi8(xv, wv),
+                        );
+                        dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(pairs, ones));
+                    }
+                }
+                let dx = _mm256_set1_ps(*x.scales[c].get_unchecked(b));
+                for h in 0..2 {
+                    let scale = _mm256_mul_ps(dw[h], dx);
+                    acc[c][h] =
+                        _mm256_add_ps(acc[c][h], _mm256_mul_ps(_mm256_cvtepi32_ps(dot[h]), scale));
                 }
             }
         }
     }
-    store(acc, tile);
+    for c in 0..nc {
+        for h in 0..2 {
+            unsafe { _mm256_storeu_ps(out[c][8 * h..].as_mut_ptr(), acc[c][h]) };
+        }
+    }
+}
+
+/// Q5_0 blocks widened to 8 bits (`q` = weight + 16).
+///
+/// # Safety
+/// The CPU must support AVX512F and AVX512BW; `dst` is at least as long as `src`.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn widen_q5_avx512(src: &[Q5Block], dst: &mut [U8Block]) {
+    let low = _mm512_set1_epi8(0x0F);
+    let sixteen = _mm512_set1_epi8(16);
+    for (s, d) in src.iter().zip(dst.iter_mut()) {
+        for p in 0..STEPS / 2 {
+            unsafe {
+                let packed = _mm512_loadu_si512(s.nibbles[p].as_ptr() as *const __m512i);
+                let lo = _mm512_and_si512(packed, low);
+                let hi = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+                let lo = _mm512_mask_add_epi8(lo, s.high[p], lo, sixteen);
+                let hi = _mm512_mask_add_epi8(hi, s.high[p + 4], hi, sixteen);
+                _mm512_storeu_si512(d.qs[p].as_mut_ptr() as *mut __m512i, lo);
+                _mm512_storeu_si512(d.qs[p + 4].as_mut_ptr() as *mut __m512i, hi);
+            }
+        }
+        d.d = s.d;
+    }
+}
+
+/// Quantizes `x` block by block into `rows` (sized for it), as the portable code does.
+///
+/// # Safety
+/// The CPU must support AVX512F and AVX512BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(super) unsafe fn quantize_avx512(x: &[f32], rows: &mut QuantizedRows) {
+    for ((block, q), (scale, sum)) in x
+        .chunks_exact(BLOCK)
+        .zip(rows.qs.chunks_exact_mut(BLOCK))
+        .zip(rows.scales.iter_mut().zip(rows.sums.iter_mut()))
+    {
+        unsafe {
+            let a = _mm512_loadu_ps(block.as_ptr());
+            let b = _mm512_loadu_ps(block.as_ptr().add(16));
+            let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+            let (d, id) = block_scale(amax);
+            let id = _mm512_set1_ps(id);
+            let qa = _mm512_cvtps_epi32(round_away(_mm512_mul_ps(a, id)));
+            let qb = _mm512_cvtps_epi32(round_away(_mm512_mul_ps(b, id)));
+            _mm_storeu_si128(q.as_mut_ptr() as *mut __m128i, _mm512_cvtepi32_epi8(qa));
+            _mm_storeu_si128(
+                q.as_mut_ptr().add(16) as *mut __m128i,
+                _mm512_cvtepi32_epi8(qb),
+            );
+            *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+            *scale = d;
+        }
+    }
+}
+
+/// `f32::round` per lane: to nearest, ties away from zero.
+#[target_feature(enable = "avx512f")]
+fn round_away(y: __m512) -> __m512 {
+    let t = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(y);
+    // Exact: |y − t| < 1.
+    let half_or_more =
+        _mm512_cmp_ps_mask::<_CMP_GE_OQ>(_mm512_abs_ps(_mm512_sub_ps(y, t)), _mm512_set1_ps(0.5));
+    let sign = _mm512_and_si512(_mm512_castps_si512(y), _mm512_set1_epi32(i32::MIN));
+    let one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_set1_epi32(0x3F80_0000), sign));
+    _mm512_mask_add_ps(t, half_or_more, t, one)
 }
