@@ -11,6 +11,7 @@
 mod chat;
 mod engine;
 mod model;
+mod ops;
 mod quant_matrix;
 mod sampler;
 #[cfg(test)]

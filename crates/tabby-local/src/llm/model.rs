@@ -145,18 +145,25 @@ impl Linear {
             Self::Candle(q) => return q.forward(x),
             Self::Quant(m) => m,
         };
-        let k = x.dim(D::Minus1)?;
-        if k != m.columns() {
-            candle_core::bail!("matmul of width {k} with a matrix of width {}", m.columns());
-        }
-        let rows = x.elem_count() / k;
-        let xs = x.flatten_all()?.to_vec1::<f32>()?;
-        let mut out = vec![0f32; rows * m.rows()];
-        m.matmul(&xs, rows, &mut out);
+        let (out, rows) = quant_product(m, x)?;
         let mut shape = x.dims().to_vec();
         *shape.last_mut().expect("at least one dim") = m.rows();
+        debug_assert_eq!(shape.iter().product::<usize>(), rows * m.rows());
         Tensor::from_vec(out, shape, &Device::Cpu)
     }
+}
+
+/// `x · mᵀ` over the last dimension of `x`, with the number of rows of `x`.
+fn quant_product(m: &QuantMatrix, x: &Tensor) -> Result<(Vec<f32>, usize)> {
+    let k = x.dim(D::Minus1)?;
+    if k != m.columns() {
+        candle_core::bail!("matmul of width {k} with a matrix of width {}", m.columns());
+    }
+    let rows = x.elem_count() / k;
+    let xs = x.flatten_all()?.to_vec1::<f32>()?;
+    let mut out = vec![0f32; rows * m.rows()];
+    m.matmul(&xs, rows, &mut out);
+    Ok((out, rows))
 }
 
 /// Projections of the same input (query/key/value, gate/up): one product over the stacked
@@ -236,6 +243,27 @@ impl Projections {
                 None => Ok(y),
             })
             .collect()
+    }
+}
+
+impl Projections {
+    /// `silu(gate) · up` of gate/up projections: one product and one pass on the thread pool
+    /// when the two are fused without biases, candle's ops otherwise.
+    fn swiglu(&self, x: &Tensor) -> Result<Tensor> {
+        if let (Some(Linear::Quant(m)), [None, None], &[gate, up]) =
+            (&self.fused, self.biases.as_slice(), self.widths.as_slice())
+            && gate == up
+        {
+            let (y, rows) = quant_product(m, x)?;
+            let mut shape = x.dims().to_vec();
+            *shape.last_mut().expect("at least one dim") = gate;
+            return Tensor::from_vec(super::ops::swiglu(&y, rows, gate), shape, &Device::Cpu);
+        }
+        let [gate, up]: [Tensor; 2] = self
+            .forward(x)?
+            .try_into()
+            .map_err(|_| candle_core::Error::Msg("two projections expected".into()))?;
+        candle_nn::ops::silu(&gate)? * up
     }
 }
 
@@ -447,12 +475,7 @@ impl Weights {
             x = (layer.attn_output.forward(&y)? + x)?;
 
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, c.rms_eps as f32)?;
-            let [gate, up]: [Tensor; 2] = layer
-                .gate_up
-                .forward(&h)?
-                .try_into()
-                .map_err(|_| candle_core::Error::Msg("two projections expected".into()))?;
-            let mlp = (candle_nn::ops::silu(&gate)? * up)?;
+            let mlp = layer.gate_up.swiglu(&h)?;
             x = (layer.ffn_down.forward(&mlp)? + x)?;
         }
         session.tokens.extend_from_slice(tokens);
