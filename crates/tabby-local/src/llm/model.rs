@@ -17,6 +17,7 @@ use std::sync::Arc;
 use candle_core::quantized::{QMatMul, QTensor, gguf_file};
 use candle_core::{D, DType, Device, Module, Tensor};
 
+use super::ops::{AttentionShape, causal_attention};
 use super::quant_matrix::QuantMatrix;
 
 type Result<T> = candle_core::Result<T>;
@@ -429,10 +430,8 @@ impl Weights {
         }
         let ids = Tensor::new(tokens, &Device::Cpu)?;
         let mut x = self.token_embd.embedding(&ids)?.unsqueeze(0)?; // (1, t, n_embd)
-        let mask = (t > 1).then(|| causal_mask(t, pos)).transpose()?;
         let cos = self.cos.narrow(0, pos, t)?;
         let sin = self.sin.narrow(0, pos, t)?;
-        let n_rep = c.n_head / c.n_kv_head;
         let q_width = c.n_head * c.head_dim;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
 
@@ -452,26 +451,23 @@ impl Weights {
             let q = self.rope(&heads(q, c.n_head)?, &cos, &sin)?;
             let k = self.rope(&heads(k, c.n_kv_head)?, &cos, &sin)?;
             let v = heads(v, c.n_kv_head)?;
-            let (k, v) = cache.append(&k, &v)?; // (1, n_kv_head, pos + t, head_dim)
-
-            // Grouped-query attention without copying K/V: the query heads that share a KV
-            // head are consecutive, so they become extra rows of that head's product.
-            let q = (q * scale)?.reshape((1, c.n_kv_head, n_rep * t, c.head_dim))?;
-            let att = q.matmul(&k.t()?)?; // (1, n_kv_head, n_rep * t, pos + t)
-            let att = match &mask {
-                Some(mask) => att
-                    .reshape((1, c.n_kv_head, n_rep, t, pos + t))?
-                    .broadcast_add(mask)?
-                    .reshape((1, c.n_kv_head, n_rep * t, pos + t))?,
-                None => att,
+            cache.append(
+                c.n_kv_head,
+                c.head_dim,
+                &k.flatten_all()?.to_vec1::<f32>()?,
+                &v.flatten_all()?.to_vec1::<f32>()?,
+            );
+            let shape = AttentionShape {
+                n_head: c.n_head,
+                n_kv_head: c.n_kv_head,
+                head_dim: c.head_dim,
+                t,
+                pos,
+                capacity: cache.capacity,
             };
-            let att = candle_nn::ops::softmax_last_dim(&att)?;
-            // The cache view is strided only between heads, which matmul takes as is.
-            let y = att.matmul(&v)?; // (1, n_kv_head, n_rep * t, head_dim)
-            let y = y
-                .reshape((1, c.n_head, t, c.head_dim))?
-                .transpose(1, 2)?
-                .reshape((1, t, q_width))?;
+            let q = q.flatten_all()?.to_vec1::<f32>()?;
+            let y = causal_attention(shape, &q, &cache.keys, &cache.values, scale as f32);
+            let y = Tensor::from_vec(y, (1, t, q_width), &Device::Cpu)?;
             x = (layer.attn_output.forward(&y)? + x)?;
 
             let h = candle_nn::ops::rms_norm(&x, &layer.ffn_norm, c.rms_eps as f32)?;
@@ -497,6 +493,8 @@ impl Weights {
                 .map(|_| LayerCache::default())
                 .collect(),
             tokens: Vec::new(),
+            n_kv_head: self.config.n_kv_head,
+            head_dim: self.config.head_dim,
         }
     }
 }
@@ -504,41 +502,60 @@ impl Weights {
 /// KV cache growth step, in positions; a fresh session holds this many without reallocating.
 const KV_CACHE_CHUNK: usize = 512;
 
-/// One layer's keys and values, `(1, n_kv_head, capacity, head_dim)` each; the first `len`
-/// positions are valid. Unlike candle's `KvCache` it can be cut back to a prefix, which is
-/// what reusing a cached prompt needs.
+/// One layer's keys and values, `[n_kv_head][capacity][head_dim]` each; the first `len`
+/// positions of each head are valid. It can be cut back to a prefix, which is what reusing a
+/// cached prompt needs.
 #[derive(Default)]
 struct LayerCache {
-    kv: Option<(Tensor, Tensor)>,
+    keys: Vec<f32>,
+    values: Vec<f32>,
+    capacity: usize,
     len: usize,
 }
 
 impl LayerCache {
-    fn capacity(&self) -> usize {
-        self.kv.as_ref().map_or(0, |(k, _)| k.dims()[2])
+    /// Appends `[n_kv_head][t][head_dim]` keys and values.
+    fn append(&mut self, n_kv_head: usize, head_dim: usize, k: &[f32], v: &[f32]) {
+        let t = k.len() / (n_kv_head * head_dim);
+        let row = head_dim;
+        if self.len + t > self.capacity {
+            let capacity = (self.len + t).div_ceil(KV_CACHE_CHUNK) * KV_CACHE_CHUNK;
+            let grow = |old: &[f32]| {
+                let mut grown = vec![0f32; n_kv_head * capacity * row];
+                for h in 0..n_kv_head {
+                    let (from, to) = (h * self.capacity * row, h * capacity * row);
+                    grown[to..to + self.len * row]
+                        .copy_from_slice(&old[from..from + self.len * row]);
+                }
+                grown
+            };
+            self.keys = grow(&self.keys);
+            self.values = grow(&self.values);
+            self.capacity = capacity;
+        }
+        for h in 0..n_kv_head {
+            let at = (h * self.capacity + self.len) * row;
+            let new = h * t * row..(h + 1) * t * row;
+            self.keys[at..at + t * row].copy_from_slice(&k[new.clone()]);
+            self.values[at..at + t * row].copy_from_slice(&v[new]);
+        }
+        self.len += t;
     }
 
-    /// Appends `(1, n_kv_head, t, head_dim)` keys and values; returns views of everything held.
-    fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
-        let t = k.dims()[2];
-        if self.len + t > self.capacity() {
-            let mut dims = k.dims().to_vec();
-            dims[2] = (self.len + t).div_ceil(KV_CACHE_CHUNK) * KV_CACHE_CHUNK;
-            let grown_k = Tensor::zeros(dims.as_slice(), k.dtype(), k.device())?;
-            let grown_v = Tensor::zeros(dims.as_slice(), v.dtype(), v.device())?;
-            if let Some((old_k, old_v)) = &self.kv
-                && self.len > 0
-            {
-                grown_k.slice_set(&old_k.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
-                grown_v.slice_set(&old_v.narrow(2, 0, self.len)?.contiguous()?, 2, 0)?;
-            }
-            self.kv = Some((grown_k, grown_v));
-        }
-        let (all_k, all_v) = self.kv.as_ref().expect("allocated above");
-        all_k.slice_set(k, 2, self.len)?;
-        all_v.slice_set(v, 2, self.len)?;
-        self.len += t;
-        Ok((all_k.narrow(2, 0, self.len)?, all_v.narrow(2, 0, self.len)?))
+    /// The first `len` positions, `[n_kv_head][len][head_dim]` (keys, values).
+    fn prefix(&self, n_kv_head: usize, len: usize) -> (Vec<f32>, Vec<f32>) {
+        let row = if self.capacity == 0 {
+            0
+        } else {
+            self.keys.len() / (n_kv_head * self.capacity)
+        };
+        let take = |all: &[f32]| {
+            (0..n_kv_head)
+                .flat_map(|h| &all[h * self.capacity * row..(h * self.capacity + len) * row])
+                .copied()
+                .collect()
+        };
+        (take(&self.keys), take(&self.values))
     }
 }
 
@@ -548,6 +565,8 @@ impl LayerCache {
 pub struct Session {
     caches: Vec<LayerCache>,
     tokens: Vec<u32>,
+    n_kv_head: usize,
+    head_dim: usize,
 }
 
 impl Session {
@@ -568,22 +587,24 @@ impl Session {
     /// A new session holding a copy of this one's first `len` positions (this one unchanged).
     pub fn fork(&self, len: usize) -> Result<Session> {
         let len = len.min(self.tokens.len());
-        let mut caches = Vec::with_capacity(self.caches.len());
-        for cache in &self.caches {
-            let mut copy = LayerCache::default();
-            if let Some((k, v)) = &cache.kv
-                && len > 0
-            {
-                copy.append(
-                    &k.narrow(2, 0, len)?.contiguous()?,
-                    &v.narrow(2, 0, len)?.contiguous()?,
-                )?;
-            }
-            caches.push(copy);
-        }
+        let (n_kv_head, head_dim) = (self.n_kv_head, self.head_dim);
+        let caches = self
+            .caches
+            .iter()
+            .map(|cache| {
+                let mut copy = LayerCache::default();
+                if len > 0 {
+                    let (k, v) = cache.prefix(n_kv_head, len);
+                    copy.append(n_kv_head, head_dim, &k, &v);
+                }
+                copy
+            })
+            .collect();
         Ok(Session {
             caches,
             tokens: self.tokens[..len].to_vec(),
+            n_kv_head,
+            head_dim,
         })
     }
 
@@ -591,8 +612,7 @@ impl Session {
     pub fn bytes(&self) -> usize {
         self.caches
             .iter()
-            .filter_map(|c| c.kv.as_ref())
-            .map(|(k, v)| (k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes())
+            .map(|c| (c.keys.len() + c.values.len()) * size_of::<f32>())
             .sum()
     }
 }
@@ -608,13 +628,4 @@ fn rope_tables(head_dim: usize, base: f32, positions: usize) -> Result<(Tensor, 
         .unsqueeze(1)?;
     let angles = positions.broadcast_mul(&inv_freq)?;
     Ok((angles.cos()?, angles.sin()?))
-}
-
-/// (t, pos + t) additive mask: new token i sees every cached position and new tokens ≤ i.
-fn causal_mask(t: usize, pos: usize) -> Result<Tensor> {
-    let total = pos + t;
-    let mask: Vec<f32> = (0..t)
-        .flat_map(|i| (0..total).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 }))
-        .collect();
-    Tensor::from_vec(mask, (t, total), &Device::Cpu)
 }
