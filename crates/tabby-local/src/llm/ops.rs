@@ -2,6 +2,8 @@
 //! one `quant_matrix` uses): candle runs these ops on one thread or on rayon's pool, which on
 //! a 2-core machine leaves a core idle or makes the two pools fight for the cores.
 
+use super::quant_matrix::SharedOut;
+
 /// `silu(gate) · up` per row of `gate_up` (`rows` rows of `[gate | up]`, `width` values
 /// each), with candle's formula (`v / (1 + e^−v)`), so that results are the same bits.
 pub fn swiglu(gate_up: &[f32], rows: usize, width: usize) -> Vec<f32> {
@@ -249,10 +251,6 @@ mod x86 {
         }
     }
 }
-
-struct SharedOut(*mut f32);
-// SAFETY: workers write disjoint elements.
-unsafe impl Sync for SharedOut {}
 
 #[cfg(test)]
 mod tests {

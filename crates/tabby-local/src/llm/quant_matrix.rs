@@ -412,8 +412,9 @@ struct Activations<'a> {
     sums: [&'a [i32]; COLS],
 }
 
-struct SharedOut(*mut f32);
-// SAFETY: workers write disjoint elements (see `matmul`).
+/// An output buffer that the thread pool's workers write at disjoint elements.
+pub(super) struct SharedOut(pub(super) *mut f32);
+// SAFETY: every user has its workers write disjoint elements (see `matmul`).
 unsafe impl Sync for SharedOut {}
 
 fn quantize_rows(kernel: Kernel, x: &[f32], m: usize, k: usize) -> QuantizedRows {
