@@ -156,8 +156,18 @@ fn body(keystroke: &Keystroke, git_url: &str, filepath: &str) -> Value {
     })
 }
 
-/// `tabby_prompt_tokens_total` computed and reused, and `tabby_prompt_cache_bytes`.
-async fn prompt_metrics(http: &reqwest::Client, server: &Server) -> (u64, u64, u64) {
+/// The embedded model's counters from `/metrics`.
+#[derive(Clone, Copy, Default)]
+struct ModelMetrics {
+    computed: f64,
+    reused: f64,
+    cache_bytes: f64,
+    generated: f64,
+    prompt_seconds: f64,
+    decode_seconds: f64,
+}
+
+async fn prompt_metrics(http: &reqwest::Client, server: &Server) -> ModelMetrics {
     let text = http
         .get(format!("{}/metrics", server.url))
         .send()
@@ -166,18 +176,21 @@ async fn prompt_metrics(http: &reqwest::Client, server: &Server) -> (u64, u64, u
         .text()
         .await
         .unwrap();
-    let value = |needle: &str| -> u64 {
+    let value = |needle: &str| -> f64 {
         text.lines()
             .find(|l| l.starts_with("tabby_") && l.contains(needle))
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
+            .unwrap_or(0.0)
     };
-    (
-        value("kind=\"computed\""),
-        value("kind=\"reused\""),
-        value("tabby_prompt_cache_bytes"),
-    )
+    ModelMetrics {
+        computed: value("kind=\"computed\""),
+        reused: value("kind=\"reused\""),
+        cache_bytes: value("tabby_prompt_cache_bytes"),
+        generated: value("tabby_generated_tokens_total"),
+        prompt_seconds: value("phase=\"prompt\""),
+        decode_seconds: value("phase=\"decode\""),
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -219,7 +232,7 @@ async fn run(
         );
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
-    let (computed0, reused0, _) = prompt_metrics(&http, &server).await;
+    let before = prompt_metrics(&http, &server).await;
     let mut latencies = Vec::new();
     for keystroke in keystrokes {
         let t = Instant::now();
@@ -233,7 +246,7 @@ async fn run(
         let _ = response.bytes().await.unwrap();
         latencies.push(t.elapsed());
     }
-    let (computed, reused, bytes) = prompt_metrics(&http, &server).await;
+    let after = prompt_metrics(&http, &server).await;
     latencies.sort();
     let p50 = percentile(&latencies, 0.5);
     print!(
@@ -242,12 +255,17 @@ async fn run(
         percentile(&latencies, 0.9),
         percentile(&latencies, 0.99),
     );
-    if computed + reused > computed0 + reused0 {
+    if after.computed + after.reused > before.computed + before.reused {
+        let n = latencies.len() as f64;
         print!(
-            "  prompt tokens computed={} reused={}  cache={:.1} MiB",
-            computed - computed0,
-            reused - reused0,
-            bytes as f64 / (1 << 20) as f64
+            "  prompt tokens computed={} reused={}  cache={:.1} MiB\n{:<40} per request: prompt {:.0} ms, {:.1} tokens generated in {:.0} ms",
+            after.computed - before.computed,
+            after.reused - before.reused,
+            after.cache_bytes / (1 << 20) as f64,
+            "",
+            (after.prompt_seconds - before.prompt_seconds) * 1e3 / n,
+            (after.generated - before.generated) / n,
+            (after.decode_seconds - before.decode_seconds) * 1e3 / n,
         );
     }
     println!();

@@ -14,6 +14,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use candle_core::{DType, Tensor};
 use futures::stream::BoxStream;
@@ -75,12 +76,17 @@ struct Model {
 
 /// Prompt tokens the engine has read, in all: computed by the model, or found in a cached
 /// session.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PromptStats {
     pub computed: u64,
     pub reused: u64,
     /// Bytes the idle sessions hold now.
     pub cached_bytes: usize,
+    /// Tokens generated (sampled), in all.
+    pub generated: u64,
+    /// Seconds spent in forward passes over prompt chunks, and over generated tokens.
+    pub prompt_seconds: f64,
+    pub decode_seconds: f64,
 }
 
 /// Idle sessions of finished requests, least recently used first, holding at most `budget`
@@ -90,6 +96,9 @@ struct PromptCache {
     budget: usize,
     computed: AtomicU64,
     reused: AtomicU64,
+    generated: AtomicU64,
+    prompt_nanos: AtomicU64,
+    decode_nanos: AtomicU64,
 }
 
 /// Every engine started in this process, by model id, for [`loaded_prompt_stats`].
@@ -117,7 +126,20 @@ impl PromptCache {
             budget,
             computed: AtomicU64::new(0),
             reused: AtomicU64::new(0),
+            generated: AtomicU64::new(0),
+            prompt_nanos: AtomicU64::new(0),
+            decode_nanos: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one forward pass that took `elapsed`, over prompt tokens or a generated one.
+    fn count_pass(&self, prompt: bool, elapsed: Duration) {
+        let counter = if prompt {
+            &self.prompt_nanos
+        } else {
+            &self.decode_nanos
+        };
+        counter.fetch_add(elapsed.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// A session for `prompt` and how many of its tokens it already holds: the idle session
@@ -143,6 +165,11 @@ impl PromptCache {
             Some((i, shared)) => (idle.remove(i), shared),
             None => (weights.new_session(), 0),
         };
+        tracing::debug!(
+            "prompt of {} tokens: {shared} from a cached session ({} idle)",
+            prompt.len(),
+            idle.len()
+        );
         drop(idle);
         session.truncate(shared);
         self.reused.fetch_add(shared as u64, Ordering::Relaxed);
@@ -170,6 +197,9 @@ impl PromptCache {
             computed: self.computed.load(Ordering::Relaxed),
             reused: self.reused.load(Ordering::Relaxed),
             cached_bytes: idle.iter().map(Session::bytes).sum(),
+            generated: self.generated.load(Ordering::Relaxed),
+            prompt_seconds: self.prompt_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
+            decode_seconds: self.decode_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
         }
     }
 }
@@ -293,6 +323,10 @@ fn run(model: Arc<Model>, task: Task, request: Request) {
     }
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| task.step(&model, &request.tx)));
     let error = match outcome {
+        // Cancelled while this step ran: the session goes back to the cache now (dropping
+        // `next`), not after jobs queued meanwhile, such as the next keystroke's request,
+        // which would then miss it.
+        Ok(Ok(Some(_))) if request.tx.is_closed() => return,
         Ok(Ok(Some(next))) => return schedule(model, next, request),
         Ok(Ok(None)) => return,
         Ok(Err(e)) => e,
@@ -383,7 +417,9 @@ impl Active {
             let end = self.prompt.len().min(self.read + PREFILL_CHUNK);
             let chunk = &self.prompt[self.read..end];
             let session = self.session.as_mut().expect("a session until dropped");
+            let started = Instant::now();
             let logits = model.weights.forward(session, chunk);
+            model.cache.count_pass(true, started.elapsed());
             self.logits = Some(logits.map_err(|e| self.failed(e))?);
             self.read = end;
             return Ok(true);
@@ -406,6 +442,7 @@ impl Active {
         }
         self.sampler.accept(next);
         self.generated += 1;
+        model.cache.generated.fetch_add(1, Ordering::Relaxed);
         if let Some(text) = self.decoder.push(model.tokenizer.bytes(next)) {
             let _ = tx.send(Ok(Piece::Text(text)));
         }
@@ -413,7 +450,9 @@ impl Active {
             return Ok(self.finish(tx, Finish::Length));
         }
         let session = self.session.as_mut().expect("a session until dropped");
+        let started = Instant::now();
         let logits = model.weights.forward(session, &[next]);
+        model.cache.count_pass(false, started.elapsed());
         self.logits = Some(logits.map_err(|e| self.failed(e))?);
         Ok(true)
     }

@@ -615,6 +615,13 @@ async fn reusing_cached_prompts_never_changes_the_output() {
         let after = cached.prompt_stats();
         let without = collect(&uncached, prompt, greedy(12)).await;
         assert_eq!(with, without, "{prompt:?}");
+        // Every request reads at least one prompt token and generates at most 12.
+        let generated = after.generated - before.generated;
+        assert!((1..=12).contains(&generated), "{generated}");
+        assert!(after.prompt_seconds > before.prompt_seconds);
+        if generated > 1 {
+            assert!(after.decode_seconds > before.decode_seconds);
+        }
         computed_per_prompt.push((
             after.computed - before.computed,
             after.reused - before.reused,
@@ -692,4 +699,28 @@ async fn a_cancelled_request_leaves_its_prompt_for_the_next_one() {
         "reused {} of a {prompt_tokens}-token prompt",
         after.reused - before.reused
     );
+}
+
+/// The next keystroke's request arrives while the aborted one is still inside its step (the
+/// editor sends it at once): it must still find the aborted request's session, not queue
+/// behind it and read its whole prompt again.
+#[tokio::test]
+async fn a_request_right_after_a_cancelled_one_reuses_its_prompt() {
+    let llm = load(SMOLLM, 1);
+    let prompt = "def parse_arguments(argv):\n    parser = argparse.ArgumentParser()\n    parser.add_argument(";
+    let prompt_tokens = llm.tokenizer().encode(prompt).unwrap().len() as u64;
+    for round in 0..3 {
+        let first = format!("{prompt}\"--round{round}\"");
+        let mut stream = llm.generate(first.clone(), greedy(2000));
+        assert!(matches!(stream.next().await, Some(Ok(Piece::Text(_)))));
+        // Dropped while the next token's forward pass runs; no waiting before the next one.
+        drop(stream);
+        let before = llm.prompt_stats();
+        collect(&llm, &format!("{first}, action"), greedy(2)).await;
+        let reused = llm.prompt_stats().reused - before.reused;
+        assert!(
+            reused >= prompt_tokens,
+            "round {round}: reused {reused} of a prompt of more than {prompt_tokens} tokens"
+        );
+    }
 }

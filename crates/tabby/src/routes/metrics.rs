@@ -146,6 +146,31 @@ fn render_prompt_cache(out: &mut String, models: &[(String, tabby_local::llm::Pr
             );
         }
     }
+    out.push_str("# HELP tabby_generated_tokens_total Tokens the embedded model generated.\n");
+    out.push_str("# TYPE tabby_generated_tokens_total counter\n");
+    for (model, stats) in models {
+        let _ = writeln!(
+            out,
+            "tabby_generated_tokens_total{{model=\"{model}\"}} {}",
+            stats.generated
+        );
+    }
+    out.push_str(
+        "# HELP tabby_model_seconds_total Seconds the embedded model spent in forward passes, \
+         over prompt chunks or over generated tokens.\n",
+    );
+    out.push_str("# TYPE tabby_model_seconds_total counter\n");
+    for (model, stats) in models {
+        for (phase, s) in [
+            ("prompt", stats.prompt_seconds),
+            ("decode", stats.decode_seconds),
+        ] {
+            let _ = writeln!(
+                out,
+                "tabby_model_seconds_total{{model=\"{model}\",phase=\"{phase}\"}} {s:.6}"
+            );
+        }
+    }
     out.push_str("# HELP tabby_prompt_cache_bytes KV cache bytes kept for reuse.\n");
     out.push_str("# TYPE tabby_prompt_cache_bytes gauge\n");
     for (model, stats) in models {
@@ -233,5 +258,35 @@ mod tests {
             assert!(!m.allows(&headers(wrong)), "{wrong}");
         }
         assert!(!m.allows(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn the_embedded_models_counters_are_rendered_per_model() {
+        let stats = tabby_local::llm::PromptStats {
+            computed: 120,
+            reused: 380,
+            cached_bytes: 4096,
+            generated: 17,
+            prompt_seconds: 0.25,
+            decode_seconds: 1.5,
+        };
+        let mut out = String::new();
+        render_prompt_cache(&mut out, &[("Qwen".to_string(), stats)]);
+        for line in [
+            "tabby_prompt_tokens_total{model=\"Qwen\",kind=\"computed\"} 120",
+            "tabby_prompt_tokens_total{model=\"Qwen\",kind=\"reused\"} 380",
+            "tabby_generated_tokens_total{model=\"Qwen\"} 17",
+            "tabby_model_seconds_total{model=\"Qwen\",phase=\"prompt\"} 0.250000",
+            "tabby_model_seconds_total{model=\"Qwen\",phase=\"decode\"} 1.500000",
+            "tabby_prompt_cache_bytes{model=\"Qwen\"} 4096",
+        ] {
+            assert!(
+                out.lines().any(|l| l == line),
+                "{line} missing from:\n{out}"
+            );
+        }
+        let mut none = String::new();
+        render_prompt_cache(&mut none, &[]);
+        assert!(none.is_empty());
     }
 }
