@@ -293,9 +293,10 @@ pub struct CompletionConfig {
     /// Most bytes of suffix while the prefix needs the room.
     #[serde(default = "default_suffix_bytes")]
     pub suffix_bytes: usize,
-    /// Lines a clipped prefix loses at once (1: the best line start). More keeps the prompt's
-    /// start, and so the model's prompt cache, across more keystrokes, at the price of up to
-    /// that many lines less context; the default stays 1 until the completion eval shows no loss.
+    /// A clipped prefix starts at an anchor line, about one in this many lines chosen by
+    /// content, up to `2 * N - 1` lines below the best start (1: the best line start). More
+    /// keeps the prompt's start, and so the model's prompt cache, across more keystrokes and
+    /// lines, at the price of a few lines less context.
     #[serde(default = "default_prefix_clip_lines")]
     pub prefix_clip_lines: usize,
     /// A candidate too large for the room left is written as its first lines (at most this
@@ -312,10 +313,19 @@ pub struct CompletionConfig {
     /// (the eval's `agree` variant); import candidates are not affected.
     #[serde(default)]
     pub search_hits_from_both_legs: bool,
+    /// On a new line of a file, the previous line's snippets that the new search still ranks
+    /// high stay first, in their order, so that the prompt's start (and the model's prompt
+    /// cache) survives the line change.
+    #[serde(default = "default_true")]
+    pub steady_snippets: bool,
     /// Candidates from the files the edited file imports, ahead of the other search hits
     /// (0: none).
     #[serde(default = "default_import_snippets")]
     pub import_snippets: usize,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_import_snippets() -> usize {
@@ -369,6 +379,7 @@ impl Default for CompletionConfig {
             snippet_format: SnippetFormat::default(),
             snippets_best_last: false,
             search_hits_from_both_legs: false,
+            steady_snippets: true,
             import_snippets: default_import_snippets(),
         }
     }

@@ -11,7 +11,9 @@
 //!   `llama.cpp/completion` backend, whose prompt cache (`cache_prompt`) is on by default.
 //!
 //! Printed: total latency p50/p90/p99 (the route does not stream, so time to first token is
-//! not observable), and for the embedded runtime the prompt tokens computed vs reused and the
+//! not observable), how many completions' first line is the rest of the cursor's line as the
+//! file has it (a rough accuracy check: settings that make typing faster should not lower
+//! it), and for the embedded runtime the prompt tokens computed vs reused and the
 //! cache's bytes, from `/metrics`.
 //!
 //! Run: `cargo bench -p tabby --bench typing` (the models from `tabby download` in
@@ -51,6 +53,8 @@ fn models_dir() -> PathBuf {
 struct Keystroke {
     prefix: String,
     suffix: String,
+    /// The rest of the cursor's line in the file: what a perfect completion's first line is.
+    truth: String,
 }
 
 /// How the editor's view changes between requests.
@@ -92,6 +96,7 @@ fn replay(text: &str, lines: usize, mode: Replay) -> Vec<Keystroke> {
             out.push(Keystroke {
                 prefix: format!("{before}{}", &line[..cursor]),
                 suffix: format!("{rest}{after}"),
+                truth: line[cursor..].trim_end().to_string(),
             });
         }
         if out.len() >= lines * 6 {
@@ -234,6 +239,8 @@ async fn run(
     }
     let before = prompt_metrics(&http, &server).await;
     let mut latencies = Vec::new();
+    // Completions whose first line is the rest of the cursor's line as the file has it.
+    let mut matches = 0;
     for keystroke in keystrokes {
         let t = Instant::now();
         let response = http
@@ -243,14 +250,18 @@ async fn run(
             .await
             .unwrap();
         assert!(response.status().is_success(), "{}", response.status());
-        let _ = response.bytes().await.unwrap();
+        let response: Value = response.json().await.unwrap();
         latencies.push(t.elapsed());
+        let text = response["choices"][0]["text"].as_str().unwrap_or_default();
+        if text.lines().next().unwrap_or_default().trim_end() == keystroke.truth {
+            matches += 1;
+        }
     }
     let after = prompt_metrics(&http, &server).await;
     latencies.sort();
     let p50 = percentile(&latencies, 0.5);
     print!(
-        "{label:<40} n={:<4} p50={p50:>7.0} ms  p90={:>7.0} ms  p99={:>7.0} ms",
+        "{label:<40} n={:<4} p50={p50:>7.0} ms  p90={:>7.0} ms  p99={:>7.0} ms  line matches={matches}",
         latencies.len(),
         percentile(&latencies, 0.9),
         percentile(&latencies, 0.99),

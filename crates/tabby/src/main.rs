@@ -136,10 +136,12 @@ enum Command {
         /// `on` (the config), or parts joined by `+`: `comment`, `file_sep`, `auto` (snippet
         /// format), `open` (no score thresholds), `noimports` (no import-aware candidates),
         /// `nosearch` (import candidates only), `bestlast` (snippets written best last),
-        /// `agree` (search hits only when both legs found them),
+        /// `agree` (search hits only when both legs found them), `nosteady` (a new line's
+        /// snippets in the search's order, not the file's last prompt's),
         /// `headsN` (snippets too large for the room written as their first N lines),
-        /// `suffixN` / `snippetsN` / `maxN` (`suffix_bytes` / `snippet_bytes` /
-        /// `max_input_length` = N), `upstream` (upstream's snippet budget, format and thresholds).
+        /// `suffixN` / `snippetsN` / `maxN` / `clipN` (`suffix_bytes` / `snippet_bytes` /
+        /// `max_input_length` / `prefix_clip_lines` = N), `upstream` (upstream's snippet budget,
+        /// format and thresholds).
         #[arg(long, default_value = "off,on")]
         variants: String,
         /// With --mode completion: the first N completion queries only.

@@ -65,12 +65,17 @@ pub struct Variant {
     snippet_bytes: Option<usize>,
     /// `maxN`: `max_input_length = N`.
     max_input_length: Option<usize>,
+    /// `clipN`: `prefix_clip_lines = N`.
+    prefix_clip_lines: Option<usize>,
     /// `nosearch`: import candidates (and the editor's own snippets) only, no hybrid search hits.
     no_search: bool,
     /// `bestlast`: `snippets_best_last = true`.
     best_last: bool,
     /// `agree`: `search_hits_from_both_legs = true`.
     agree: bool,
+    /// `nosteady`: `steady_snippets = false` (the eval's queries of one file come one after
+    /// the other, as a user's cursor would).
+    no_steady: bool,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -85,7 +90,7 @@ fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
 
 impl Variant {
     /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
-    /// `snippetsN`, `maxN`, `upstream`, combined with `+`
+    /// `snippetsN`, `maxN`, `clipN`, `upstream`, combined with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
         list.split(',').map(|v| Variant::parse(v.trim())).collect()
@@ -103,9 +108,11 @@ impl Variant {
             suffix_bytes: None,
             snippet_bytes: None,
             max_input_length: None,
+            prefix_clip_lines: None,
             no_search: false,
             best_last: false,
             agree: false,
+            no_steady: false,
         };
         for part in spec.split('+') {
             match part {
@@ -120,6 +127,7 @@ impl Variant {
                 "nosearch" => v.no_search = true,
                 "bestlast" => v.best_last = true,
                 "agree" => v.agree = true,
+                "nosteady" => v.no_steady = true,
                 other => {
                     if let Some(n) = numbered(other, "heads")? {
                         v.head_lines = Some(n);
@@ -129,9 +137,11 @@ impl Variant {
                         v.snippet_bytes = Some(n);
                     } else if let Some(n) = numbered(other, "max")? {
                         v.max_input_length = Some(n);
+                    } else if let Some(n) = numbered(other, "clip")? {
+                        v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, headsN, suffixN, snippetsN, maxN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -160,6 +170,12 @@ impl Variant {
         }
         if let Some(n) = self.snippet_bytes {
             c.snippet_bytes = n;
+        }
+        if self.no_steady {
+            c.steady_snippets = false;
+        }
+        if let Some(n) = self.prefix_clip_lines {
+            c.prefix_clip_lines = n;
         }
         if let Some(n) = self.max_input_length {
             c.max_input_length = n;
@@ -587,11 +603,16 @@ mod tests {
         assert_eq!(c.snippet_format, SnippetFormat::Comment);
         let err = Variant::parse_list("on,fast").unwrap_err().to_string();
         assert!(err.contains("\"fast\""), "{err}");
-        let sized = Variant::parse_list("on+heads6+suffix128+snippets700").unwrap();
+        let sized = Variant::parse_list("on+heads6+suffix128+snippets700+clip4").unwrap();
         let c = sized[0].config(&CompletionConfig::default());
         assert_eq!(
-            (c.snippet_head_lines, c.suffix_bytes, c.snippet_bytes),
-            (6, 128, 700)
+            (
+                c.snippet_head_lines,
+                c.suffix_bytes,
+                c.snippet_bytes,
+                c.prefix_clip_lines
+            ),
+            (6, 128, 700, 4)
         );
         let err = Variant::parse_list("on+headsx").unwrap_err().to_string();
         assert!(err.contains("\"headsx\""), "{err}");

@@ -118,6 +118,7 @@ impl CompletionService {
                     .is_some_and(|s| s.contains("\r\n"));
             let mut snippets = snippets::client_snippets(segments);
             let rag_disabled = debug.is_some_and(|d| d.disable_retrieval_augmented_code_completion);
+            let mut line_key = None;
             if let (false, Some(search), Some(allowed)) =
                 (rag_disabled, &self.code_search, ctx.allowed_repositories)
             {
@@ -136,13 +137,21 @@ impl CompletionService {
                             self.config.search_hits_from_both_legs,
                         )
                         .await;
+                        // A new line: the snippets of the file's last prompt first where
+                        // they still rank high (a stable prompt start across lines).
+                        let searched = if self.config.steady_snippets {
+                            self.retrieval.steady(&key, searched)
+                        } else {
+                            searched
+                        };
                         if !searched.is_empty() {
-                            self.retrieval.put(key, searched.clone());
+                            self.retrieval.put(key.clone(), searched.clone());
                         }
                         searched
                     }
                 };
                 snippets.extend(searched);
+                line_key = Some(key);
             }
             let suffix = segments.suffix.as_deref().unwrap_or_default();
             let (prefix, suffix) = if crlf {
@@ -177,6 +186,9 @@ impl CompletionService {
                     best_last: self.config.snippets_best_last,
                 },
             );
+            if let (Some(key), true) = (&line_key, self.config.steady_snippets) {
+                self.retrieval.served(key, &built.snippets);
+            }
             let scope = scope::Scope::new(&prefix, &suffix);
             (built.prompt, built.snippets, crlf, Some(scope))
         };

@@ -63,7 +63,7 @@ pub struct PromptBudget {
     pub snippet_bytes: usize,
     /// Most bytes of suffix when the prefix needs the room.
     pub suffix_bytes: usize,
-    /// Lines a clipped prefix loses at once (`[completion] prefix_clip_lines`).
+    /// Spacing of the anchor lines a clipped prefix starts at (`[completion] prefix_clip_lines`).
     pub prefix_clip_lines: usize,
     /// Most lines of a snippet's head (`[completion] snippet_head_lines`; 0: whole snippets
     /// only).
@@ -312,21 +312,47 @@ fn tail_lines(text: &str, max: usize) -> &str {
     }
 }
 
-/// [`tail_lines`], cut at a line start that is a multiple of `block` lines into `text` when
-/// one fits (else at the best line start): the prefix's first line then moves only every
-/// `block` lines, so the prompts of consecutive keystrokes keep their start while it grows.
-fn tail_lines_in_blocks(text: &str, max: usize, block: usize) -> &str {
+/// [`tail_lines`], cut further down at an anchor line when one comes within `2 * spacing - 1`
+/// lines (else at the best line start). Anchors are chosen by content, about one line in
+/// `spacing` (a line whose hash is a multiple of it, or one after a blank line), so the cut
+/// stays on the same line while the prefix grows at its end or loses lines at its start
+/// (tabby-agent sends a fixed number of lines before the cursor, so its window moves with every
+/// new line): the prompts of consecutive keystrokes, and of consecutive lines, then keep their
+/// start. `spacing` 1: every line is an anchor, the best line start.
+fn tail_lines_in_blocks(text: &str, max: usize, spacing: usize) -> &str {
     let tail = tail_lines(text, max);
-    if tail.len() == text.len() {
-        return text;
+    let spacing = spacing.max(1);
+    if tail.len() == text.len() || spacing == 1 || !text[..text.len() - tail.len()].ends_with('\n')
+    {
+        return tail;
     }
-    let dropped = text[..text.len() - tail.len()].matches('\n').count();
-    let block = block.max(1);
-    let cut_lines = dropped.div_ceil(block) * block;
-    match text.match_indices('\n').nth(cut_lines.wrapping_sub(1)) {
-        Some((i, _)) if cut_lines > 0 && i + 1 < text.len() => &text[i + 1..],
-        _ => tail,
+    let mut previous_blank = text[..text.len() - tail.len()]
+        .trim_end_matches('\n')
+        .rsplit('\n')
+        .next()
+        .is_some_and(|l| l.trim().is_empty());
+    let mut at = text.len() - tail.len();
+    for line in tail.split_inclusive('\n').take(2 * spacing - 1) {
+        if !line.ends_with('\n') {
+            break;
+        }
+        if previous_blank
+            || (fnv1a(line.trim_end().as_bytes()) >> 32).is_multiple_of(spacing as u64)
+        {
+            return &text[at..];
+        }
+        previous_blank = line.trim().is_empty();
+        at += line.len();
     }
+    tail
+}
+
+/// FNV-1a: a hash that is the same in every process (anchors must not move between runs). Its
+/// low bits depend only on the low bits of the bytes: take its high ones.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The longest start of `text` within `max` bytes that ends after a newline; when even the first
@@ -441,16 +467,51 @@ mod tests {
     }
 
     #[test]
-    fn a_clipped_prefix_loses_whole_blocks_of_lines() {
-        let lines = |n: usize| -> String { (0..n).map(|i| format!("line {i:02}\n")).collect() };
-        // Each line is 8 bytes; room for 30 of 40 lines drops 12 (4 blocks of 3), not 10.
-        let text = lines(40);
-        assert!(tail_lines_in_blocks(&text, 30 * 8, 3).starts_with("line 12\n"));
-        // Growing the prefix keeps the same start until a block is used up.
-        assert!(tail_lines_in_blocks(&lines(42), 30 * 8, 3).starts_with("line 12\n"));
-        assert!(tail_lines_in_blocks(&lines(43), 30 * 8, 3).starts_with("line 15\n"));
-        // A block of 1 is the best line start.
-        assert!(tail_lines_in_blocks(&text, 30 * 8, 1).starts_with("line 10\n"));
+    fn a_clipped_prefix_starts_at_an_anchor_line_that_survives_typing() {
+        let lines = |from: usize, to: usize| -> String {
+            (from..to)
+                .map(|i| format!("value_{i:03} = {i}\n"))
+                .collect()
+        };
+        let line_len = "value_000 = 0\n".len() + 2;
+        let room = 12 * line_len;
+        // The editor's window moves down a line at a time (24 lines before the cursor), and
+        // the prefix has room for about 12: with anchors every 4 lines the first line changes
+        // only when the best start passes the next anchor, and stays an anchor's line.
+        let starts: Vec<String> = (0..24)
+            .map(|shift| {
+                let text = lines(100 + shift, 124 + shift);
+                let kept = tail_lines_in_blocks(&text, room, 4);
+                assert!(kept.len() <= room && text.ends_with(kept));
+                // Never more than 7 lines below the best start.
+                let best = tail_lines(&text, room);
+                assert!(best.lines().count() - kept.lines().count() <= 7, "{shift}");
+                kept.lines().next().unwrap().to_string()
+            })
+            .collect();
+        let changes = starts.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(changes <= 12, "{changes} changes in 24 lines: {starts:?}");
+        // Spacing 1 is the best line start, which moves with every line.
+        let text = lines(0, 40);
+        assert_eq!(
+            tail_lines_in_blocks(&text, room, 1),
+            tail_lines(&text, room)
+        );
+        let best_starts: Vec<String> = (0..24)
+            .map(|shift| {
+                let text = lines(100 + shift, 124 + shift);
+                tail_lines_in_blocks(&text, room, 1)
+                    .lines()
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(best_starts.windows(2).filter(|w| w[0] != w[1]).count(), 23);
+        // A line after a blank line is an anchor.
+        let text = format!("{}\n{}", lines(0, 3), lines(3, 20));
+        let kept = tail_lines_in_blocks(&text, text.len() - 2 * line_len, 1000);
+        assert!(kept.starts_with("value_003"), "{kept:?}");
         // Fits: untouched; one long line: its tail.
         assert_eq!(tail_lines_in_blocks(&text, 1000, 3), text);
         let long = "x".repeat(100);

@@ -2,6 +2,14 @@
 //! line get the same snippets: the prompt's start (where snippets go) then stays the same
 //! while the user types, and the model's prompt cache can reuse it. A new line, another file
 //! or [`TTL`] later, the search runs again.
+//!
+//! Across lines of one file the snippets are kept steady too ([`RetrievalCache::steady`]):
+//! while a new line's search still ranks first a snippet the file's last prompt held, that
+//! prompt's snippets come first again, in their order, then the search's other hits. Without
+//! it nearly every new line changed the snippets' order or their tail (the search returns only
+//! a few hits, and the second one flips between lines), and with them everything after them
+//! in the prompt, so the model read the whole prompt again. When the search's best hit is new,
+//! its order stands.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -20,15 +28,23 @@ const CAPACITY: usize = 256;
 /// change of read access.
 pub const TTL: Duration = Duration::from_secs(30);
 
-/// Who asks, where: the user, the repository and the file as they are, and a SHA-256 of the
-/// lines above and below the cursor's (the line being typed is left out). The user is compared
-/// as is, so one user's snippets (from sources only they may read) never answer another's
-/// request, whatever the request holds.
+/// Who asks, where: the user, the sources they may read now (a SHA-256 of their ids), the
+/// repository and the file as they are. The user is compared as is, so one user's snippets
+/// (from sources only they may read) never answer another's request, whatever the request
+/// holds.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LineKey {
+pub struct FileKey {
     user: Option<String>,
+    access: [u8; 32],
     git_url: Option<String>,
     filepath: Option<String>,
+}
+
+/// A [`FileKey`] and a SHA-256 of the lines above and below the cursor's (the line being
+/// typed is left out).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LineKey {
+    file: FileKey,
     around: [u8; 32],
 }
 
@@ -43,29 +59,77 @@ impl LineKey {
         // The lines below it too (typing does not change them).
         let after = segments.suffix.as_deref().unwrap_or_default();
         let below = after.split_once('\n').map_or("", |(_, below)| below);
-        let mut digest = Sha256::new();
+        let mut access = Sha256::new();
         for repository in &allowed.list {
-            digest.update((repository.source_id.len() as u64).to_le_bytes());
-            digest.update(repository.source_id.as_bytes());
+            access.update((repository.source_id.len() as u64).to_le_bytes());
+            access.update(repository.source_id.as_bytes());
         }
-        digest.update((above.len() as u64).to_le_bytes());
-        digest.update(above.as_bytes());
-        digest.update(below.as_bytes());
+        let mut around = Sha256::new();
+        around.update((above.len() as u64).to_le_bytes());
+        around.update(above.as_bytes());
+        around.update(below.as_bytes());
         LineKey {
-            user: user.map(str::to_string),
-            git_url: segments.git_url.clone(),
-            filepath: segments.filepath.clone(),
-            around: digest.finalize().into(),
+            file: FileKey {
+                user: user.map(str::to_string),
+                access: access.finalize().into(),
+                git_url: segments.git_url.clone(),
+                filepath: segments.filepath.clone(),
+            },
+            around: around.finalize().into(),
         }
     }
 }
 
 /// Entries by key with the time they were stored, and keys in the order they came.
-type Entries = (HashMap<LineKey, (Instant, Vec<Snippet>)>, VecDeque<LineKey>);
+type Entries<K> = (HashMap<K, (Instant, Vec<Snippet>)>, VecDeque<K>);
 
+/// The snippets per line, and the last ones served per file (for [`RetrievalCache::steady`]).
 #[derive(Default)]
 pub struct RetrievalCache {
-    inner: Mutex<Entries>,
+    inner: Mutex<Entries<LineKey>>,
+    files: Mutex<Entries<FileKey>>,
+}
+
+fn store<K: Clone + Eq + std::hash::Hash>(
+    entries: &Mutex<Entries<K>>,
+    key: K,
+    snippets: Vec<Snippet>,
+) {
+    let mut inner = entries.lock().unwrap_or_else(|e| e.into_inner());
+    let (map, order) = &mut *inner;
+    if map
+        .insert(key.clone(), (Instant::now(), snippets))
+        .is_none()
+    {
+        order.push_back(key);
+    }
+    while order.len() > CAPACITY {
+        if let Some(old) = order.pop_front() {
+            map.remove(&old);
+        }
+    }
+}
+
+fn same(a: &Snippet, b: &Snippet) -> bool {
+    a.filepath == b.filepath && a.body == b.body
+}
+
+/// `previous`, then the rest of `fresh` in its order, when `fresh`'s first snippet is one of
+/// `previous`; else `fresh`.
+fn steady_order(previous: &[Snippet], fresh: Vec<Snippet>) -> Vec<Snippet> {
+    if !fresh
+        .first()
+        .is_some_and(|best| previous.iter().any(|p| same(p, best)))
+    {
+        return fresh;
+    }
+    let mut out = previous.to_vec();
+    out.extend(
+        fresh
+            .into_iter()
+            .filter(|f| !previous.iter().any(|p| same(p, f))),
+    );
+    out
 }
 
 impl RetrievalCache {
@@ -80,19 +144,22 @@ impl RetrievalCache {
     }
 
     pub fn put(&self, key: LineKey, snippets: Vec<Snippet>) {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (map, order) = &mut *inner;
-        if map
-            .insert(key.clone(), (Instant::now(), snippets))
-            .is_none()
-        {
-            order.push_back(key);
+        store(&self.inner, key, snippets);
+    }
+
+    /// A new line's search results (`fresh`) in the order that keeps the snippets of the
+    /// file's last prompt first (see the module doc); those count for [`TTL`].
+    pub fn steady(&self, key: &LineKey, fresh: Vec<Snippet>) -> Vec<Snippet> {
+        let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        match files.0.get(&key.file).filter(|(at, _)| at.elapsed() < TTL) {
+            Some((_, previous)) => steady_order(previous, fresh),
+            None => fresh,
         }
-        while order.len() > CAPACITY {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
-            }
-        }
+    }
+
+    /// The snippets a prompt for `key` holds, for the file's next line.
+    pub fn served(&self, key: &LineKey, snippets: &[Snippet]) {
+        store(&self.files, key.file.clone(), snippets.to_vec());
     }
 }
 
@@ -153,6 +220,74 @@ mod tests {
         let fewer = AllowedCodeRepository { list: vec![] };
         let same_line = segments(&format!("{above}pri"), ")\n    return\n");
         assert_ne!(typed("pri"), LineKey::new(Some("u1"), &fewer, &same_line));
+    }
+
+    fn hit(name: &str) -> Snippet {
+        Snippet {
+            filepath: format!("{name}.py"),
+            body: format!("def {name}(): pass"),
+            score: 1.0,
+        }
+    }
+
+    fn names(snippets: &[Snippet]) -> Vec<&str> {
+        snippets
+            .iter()
+            .map(|s| s.filepath.trim_end_matches(".py"))
+            .collect()
+    }
+
+    #[test]
+    fn a_new_line_keeps_the_last_prompts_snippets_while_the_best_hit_stays() {
+        let list = |names: &[&str]| names.iter().map(|n| hit(n)).collect::<Vec<_>>();
+        let order = |previous: &[&str], fresh: &[&str]| {
+            names(&steady_order(&list(previous), list(fresh)))
+                .into_iter()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        // Same set, other order: the previous order.
+        assert_eq!(order(&["a", "b"], &["b", "a", "c"]), ["a", "b", "c"]);
+        // The second hit changed: the previous ones, then the new ones.
+        assert_eq!(order(&["a", "b"], &["a", "c", "d"]), ["a", "b", "c", "d"]);
+        // The search's best hit is new: its order stands.
+        assert_eq!(order(&["a", "b"], &["c", "b", "a"]), ["c", "b", "a"]);
+        // Nothing before, or nothing found: the search's order.
+        assert_eq!(order(&[], &["b", "a"]), ["b", "a"]);
+        assert!(order(&["a"], &[]).is_empty());
+    }
+
+    #[test]
+    fn steady_order_is_per_user_and_file() {
+        let cache = RetrievalCache::default();
+        let list = |names: &[&str]| names.iter().map(|n| hit(n)).collect::<Vec<_>>();
+        let key = |user: &str, file: &str, line: &str| {
+            let mut s = segments(&format!("{line}\nx"), "");
+            s.filepath = Some(file.into());
+            LineKey::new(Some(user), &allowed(), &s)
+        };
+        let first = cache.steady(&key("u1", "a.py", "1"), list(&["a", "b", "c"]));
+        assert_eq!(names(&first), ["a", "b", "c"]);
+        // The prompt held a and c.
+        cache.served(&key("u1", "a.py", "1"), &list(&["a", "c"]));
+        let next = cache.steady(&key("u1", "a.py", "2"), list(&["a", "b", "c"]));
+        assert_eq!(names(&next), ["a", "c", "b"]);
+        // Another user or file starts from its own search order.
+        let fresh = || list(&["a", "b", "c"]);
+        assert_eq!(
+            names(&cache.steady(&key("u2", "a.py", "2"), fresh())),
+            ["a", "b", "c"]
+        );
+        assert_eq!(
+            names(&cache.steady(&key("u1", "b.py", "2"), fresh())),
+            ["a", "b", "c"]
+        );
+        // Another set of readable sources is another file key.
+        let mut s = segments("3\nx", "");
+        s.filepath = Some("a.py".into());
+        let fewer = AllowedCodeRepository { list: vec![] };
+        let other = LineKey::new(Some("u1"), &fewer, &s);
+        assert_eq!(names(&cache.steady(&other, fresh())), ["a", "b", "c"]);
     }
 
     #[test]
