@@ -313,25 +313,27 @@ fn tail_lines(text: &str, max: usize) -> &str {
 }
 
 /// [`tail_lines`], cut further down at an anchor line when one comes within `2 * spacing - 1`
-/// lines (else at the best line start). Anchors are chosen by content, about one line in
-/// `spacing` (a line whose hash is a multiple of it, or one after a blank line), so the cut
-/// stays on the same line while the prefix grows at its end or loses lines at its start
-/// (tabby-agent sends a fixed number of lines before the cursor, so its window moves with every
-/// new line): the prompts of consecutive keystrokes, and of consecutive lines, then keep their
-/// start. `spacing` 1: every line is an anchor, the best line start.
+/// lines (else at the best line start), also when the whole text fits. Anchors are chosen by
+/// content, about one line in `spacing` (a line whose hash is a multiple of it, or one after a
+/// blank line), so the cut stays on the same line while the prefix grows at its end or loses
+/// lines at its start (tabby-agent sends a fixed number of lines before the cursor, so its
+/// window moves with every new line): the prompts of consecutive keystrokes, and of consecutive
+/// lines, then keep their start. `spacing` 1: every line is an anchor, the best line start.
 fn tail_lines_in_blocks(text: &str, max: usize, spacing: usize) -> &str {
     let tail = tail_lines(text, max);
     let spacing = spacing.max(1);
-    if tail.len() == text.len() || spacing == 1 || !text[..text.len() - tail.len()].ends_with('\n')
-    {
+    let cut = text.len() - tail.len();
+    if spacing == 1 || (cut > 0 && !text[..cut].ends_with('\n')) {
         return tail;
     }
-    let mut previous_blank = text[..text.len() - tail.len()]
-        .trim_end_matches('\n')
-        .rsplit('\n')
-        .next()
-        .is_some_and(|l| l.trim().is_empty());
-    let mut at = text.len() - tail.len();
+    // The line before the cut (none where the text starts: its first line is wherever the
+    // editor's window starts, not an anchor by position).
+    let mut previous_blank = cut > 0
+        && text[..cut - 1]
+            .rsplit('\n')
+            .next()
+            .is_some_and(|l| l.trim().is_empty());
+    let mut at = cut;
     for line in tail.split_inclusive('\n').take(2 * spacing - 1) {
         if !line.ends_with('\n') {
             break;
@@ -512,8 +514,22 @@ mod tests {
         let text = format!("{}\n{}", lines(0, 3), lines(3, 20));
         let kept = tail_lines_in_blocks(&text, text.len() - 2 * line_len, 1000);
         assert!(kept.starts_with("value_003"), "{kept:?}");
-        // Fits: untouched; one long line: its tail.
-        assert_eq!(tail_lines_in_blocks(&text, 1000, 3), text);
+        // Fits: cut at an anchor too, so that the editor's moving window keeps the start.
+        let window_starts: Vec<String> = (0..24)
+            .map(|shift| {
+                let text = lines(100 + shift, 112 + shift);
+                let kept = tail_lines_in_blocks(&text, 1000, 4);
+                assert!(text.lines().count() - kept.lines().count() <= 7, "{shift}");
+                kept.lines().next().unwrap().to_string()
+            })
+            .collect();
+        let changes = window_starts.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(
+            changes <= 12,
+            "{changes} changes in 24 lines: {window_starts:?}"
+        );
+        // ... and with spacing 1 it is untouched; one long line: its tail.
+        assert_eq!(tail_lines_in_blocks(&text, 1000, 1), text);
         let long = "x".repeat(100);
         assert_eq!(tail_lines_in_blocks(&long, 10, 3).len(), 10);
     }
