@@ -127,58 +127,77 @@ impl Metrics {
     }
 }
 
-/// The embedded runtime's prompt tokens, computed and reused from its prompt cache, and the
-/// cache's size, per loaded model.
+/// The embedded runtime's counters per loaded model: prompt tokens computed and reused from
+/// its prompt cache, tokens generated, seconds in forward passes, and the cache's size.
 fn render_prompt_cache(out: &mut String, models: &[(String, tabby_local::llm::PromptStats)]) {
     if models.is_empty() {
         return;
     }
-    out.push_str(
-        "# HELP tabby_prompt_tokens_total Prompt tokens the embedded model read, by whether \
-         they were computed or reused from its prompt cache.\n",
+    let per_model = |f: &dyn Fn(&tabby_local::llm::PromptStats) -> Vec<(String, String)>| {
+        models
+            .iter()
+            .flat_map(|(model, stats)| {
+                f(stats)
+                    .into_iter()
+                    .map(move |(label, value)| (format!("model=\"{model}\"{label}"), value))
+            })
+            .collect::<Vec<_>>()
+    };
+    family(
+        out,
+        "tabby_prompt_tokens_total",
+        "counter",
+        "Prompt tokens the embedded model read, by whether they were computed or reused from \
+         its prompt cache.",
+        per_model(&|s| {
+            vec![
+                (",kind=\"computed\"".into(), s.computed.to_string()),
+                (",kind=\"reused\"".into(), s.reused.to_string()),
+            ]
+        }),
     );
-    out.push_str("# TYPE tabby_prompt_tokens_total counter\n");
-    for (model, stats) in models {
-        for (kind, n) in [("computed", stats.computed), ("reused", stats.reused)] {
-            let _ = writeln!(
-                out,
-                "tabby_prompt_tokens_total{{model=\"{model}\",kind=\"{kind}\"}} {n}"
-            );
-        }
-    }
-    out.push_str("# HELP tabby_generated_tokens_total Tokens the embedded model generated.\n");
-    out.push_str("# TYPE tabby_generated_tokens_total counter\n");
-    for (model, stats) in models {
-        let _ = writeln!(
-            out,
-            "tabby_generated_tokens_total{{model=\"{model}\"}} {}",
-            stats.generated
-        );
-    }
-    out.push_str(
-        "# HELP tabby_model_seconds_total Seconds the embedded model spent in forward passes, \
-         over prompt chunks or over generated tokens.\n",
+    family(
+        out,
+        "tabby_generated_tokens_total",
+        "counter",
+        "Tokens the embedded model generated.",
+        per_model(&|s| vec![(String::new(), s.generated.to_string())]),
     );
-    out.push_str("# TYPE tabby_model_seconds_total counter\n");
-    for (model, stats) in models {
-        for (phase, s) in [
-            ("prompt", stats.prompt_seconds),
-            ("decode", stats.decode_seconds),
-        ] {
-            let _ = writeln!(
-                out,
-                "tabby_model_seconds_total{{model=\"{model}\",phase=\"{phase}\"}} {s:.6}"
-            );
-        }
-    }
-    out.push_str("# HELP tabby_prompt_cache_bytes KV cache bytes kept for reuse.\n");
-    out.push_str("# TYPE tabby_prompt_cache_bytes gauge\n");
-    for (model, stats) in models {
-        let _ = writeln!(
-            out,
-            "tabby_prompt_cache_bytes{{model=\"{model}\"}} {}",
-            stats.cached_bytes
-        );
+    family(
+        out,
+        "tabby_model_seconds_total",
+        "counter",
+        "Seconds the embedded model spent in forward passes, over prompt chunks or over \
+         generated tokens.",
+        per_model(&|s| {
+            vec![
+                (
+                    ",phase=\"prompt\"".into(),
+                    format!("{:.6}", s.prompt_seconds),
+                ),
+                (
+                    ",phase=\"decode\"".into(),
+                    format!("{:.6}", s.decode_seconds),
+                ),
+            ]
+        }),
+    );
+    family(
+        out,
+        "tabby_prompt_cache_bytes",
+        "gauge",
+        "KV cache bytes kept for reuse.",
+        per_model(&|s| vec![(String::new(), s.cached_bytes.to_string())]),
+    );
+}
+
+/// One metric family in Prometheus text: its HELP and TYPE lines, then a line per
+/// (labels, value).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: Vec<(String, String)>) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
     }
 }
 
@@ -279,6 +298,8 @@ mod tests {
             "tabby_model_seconds_total{model=\"Qwen\",phase=\"prompt\"} 0.250000",
             "tabby_model_seconds_total{model=\"Qwen\",phase=\"decode\"} 1.500000",
             "tabby_prompt_cache_bytes{model=\"Qwen\"} 4096",
+            "# TYPE tabby_prompt_cache_bytes gauge",
+            "# TYPE tabby_model_seconds_total counter",
         ] {
             assert!(
                 out.lines().any(|l| l == line),

@@ -137,8 +137,8 @@ impl CompletionService {
                             self.config.search_hits_from_both_legs,
                         )
                         .await;
-                        // A new line: the snippets of the file's last prompt first where
-                        // they still rank high (a stable prompt start across lines).
+                        // A new line: the file's last prompt's snippets first while the
+                        // search's best hit is one of them (a stable prompt start).
                         let searched = if self.config.steady_snippets {
                             self.retrieval.steady(&key, searched)
                         } else {
@@ -150,8 +150,8 @@ impl CompletionService {
                         searched
                     }
                 };
-                snippets.extend(searched);
-                line_key = Some(key);
+                snippets.extend(searched.iter().cloned());
+                line_key = Some((key, searched));
             }
             let suffix = segments.suffix.as_deref().unwrap_or_default();
             let (prefix, suffix) = if crlf {
@@ -186,8 +186,8 @@ impl CompletionService {
                     best_last: self.config.snippets_best_last,
                 },
             );
-            if let (Some(key), true) = (&line_key, self.config.steady_snippets) {
-                self.retrieval.served(key, &built.snippets);
+            if let (Some((key, searched)), true) = (&line_key, self.config.steady_snippets) {
+                self.retrieval.served(key, &built.snippets, searched);
             }
             let scope = scope::Scope::new(&prefix, &suffix);
             (built.prompt, built.snippets, crlf, Some(scope))

@@ -157,9 +157,16 @@ impl RetrievalCache {
         }
     }
 
-    /// The snippets a prompt for `key` holds, for the file's next line.
-    pub fn served(&self, key: &LineKey, snippets: &[Snippet]) {
-        store(&self.files, key.file.clone(), snippets.to_vec());
+    /// Remembers for the file's next line the snippets a prompt for `key` holds (`chosen`)
+    /// that came from the search (`searched`): the editor's own snippets come with each
+    /// request and are not carried over.
+    pub fn served(&self, key: &LineKey, chosen: &[Snippet], searched: &[Snippet]) {
+        let from_search = chosen
+            .iter()
+            .filter(|c| searched.iter().any(|s| same(s, c)))
+            .cloned()
+            .collect();
+        store(&self.files, key.file.clone(), from_search);
     }
 }
 
@@ -268,8 +275,10 @@ mod tests {
         };
         let first = cache.steady(&key("u1", "a.py", "1"), list(&["a", "b", "c"]));
         assert_eq!(names(&first), ["a", "b", "c"]);
-        // The prompt held a and c.
-        cache.served(&key("u1", "a.py", "1"), &list(&["a", "c"]));
+        // The prompt held a and c, and a snippet the editor sent (not carried over).
+        let mut chosen = list(&["editor", "a", "c"]);
+        chosen[0].filepath = "open_tab.py".into();
+        cache.served(&key("u1", "a.py", "1"), &chosen, &first);
         let next = cache.steady(&key("u1", "a.py", "2"), list(&["a", "b", "c"]));
         assert_eq!(names(&next), ["a", "c", "b"]);
         // Another user or file starts from its own search order.
