@@ -5,7 +5,8 @@
 //! embedding to F32 (~545 MB for Qwen2.5's 151,936 × 896 table; here rows are dequantized on
 //! lookup), grow the KV cache with a copy per token, expand grouped KV heads with a copy per
 //! layer, and leave Q5_0 / Q8_0 products to candle's slow paths (here they run on
-//! `quant_matrix`; other types, e.g. the K-quants of `ffn_down`, stay on candle's kernels).
+//! `quant_matrix`, and so do the Q4_K / Q6_K of `ffn_down` where AVX-512 VNNI is there; other
+//! types stay on candle's kernels).
 //! Weights are shared ([`Weights`], read-only); everything that changes per request lives in a
 //! [`Session`].
 
@@ -120,7 +121,7 @@ impl Weight {
     }
 }
 
-/// A weight matrix: Q8_0 and Q5_0 on our kernels (`quant_matrix`), other types on candle's.
+/// A weight matrix: the types `QuantMatrix::takes` on our kernels, other types on candle's.
 enum Linear {
     Quant(QuantMatrix),
     Candle(QMatMul),

@@ -1,5 +1,6 @@
 //! Matrix products for GGUF's Q8_0 and Q5_0 weights (blocks of 32 values with one scale), the
-//! types of most of Qwen2.5-Coder-0.5B's matrices.
+//! types of most of Qwen2.5-Coder-0.5B's matrices, and for the K-quants Q4_K and Q6_K of its
+//! `ffn_down` (`kquants`, on CPUs with AVX-512 VNNI; candle's kernels elsewhere).
 //!
 //! candle runs Q5_0 on its scalar path, and Q8_0 with AVX2 one block at a time; its faster
 //! repacked kernels need widths that are multiples of 256, which 896 is not. Here:
@@ -26,6 +27,8 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 
 use candle_core::quantized::{GgmlDType, QTensor};
+
+use kquants::{KBlock, KBlocks, Q4Block, Q6Block};
 
 /// Values per quantization block.
 const BLOCK: usize = 32;
@@ -72,6 +75,8 @@ enum Groups {
     /// Q8_0, stored as weight + 128.
     Q8(Vec<U8Block>),
     Q5(Vec<Q5Block>),
+    Q4K(Vec<Q4Block>),
+    Q6K(Vec<Q6Block>),
 }
 
 impl Groups {
@@ -79,7 +84,13 @@ impl Groups {
         match self {
             Groups::Q8(v) => v.len() / nb,
             Groups::Q5(v) => v.len() / nb,
+            Groups::Q4K(v) => v.len() / nb,
+            Groups::Q6K(v) => v.len() / nb,
         }
+    }
+
+    fn is_k(&self) -> bool {
+        matches!(self, Groups::Q4K(_) | Groups::Q6K(_))
     }
 }
 
@@ -98,20 +109,28 @@ pub struct QuantMatrix {
 }
 
 /// Activations quantized for [`QuantMatrix::matmul`]: per 32-block an i8 run, its scale, and
-/// the sum of the run (to remove the weights' unsigned offset from VNNI products).
+/// the sum of the run and of its first half (to remove the weights' unsigned offset from VNNI
+/// products).
 struct QuantizedRows {
     qs: Vec<i8>,
     scales: Vec<f32>,
     sums: Vec<i32>,
+    halves: Vec<i32>,
+}
+
+/// A group widened to 8 bits, reused by the thread's next groups.
+#[derive(Default)]
+struct Widened {
+    u8: Vec<U8Block>,
+    k: Vec<KBlock>,
 }
 
 thread_local! {
-    /// A Q5_0 group widened to 8 bits, reused by the thread's next groups.
-    static WIDENED: RefCell<Vec<U8Block>> = const { RefCell::new(Vec::new()) };
+    static WIDENED: RefCell<Widened> = RefCell::new(Widened::default());
 }
 
 impl QuantMatrix {
-    /// The matrix of `tensor` if it is Q8_0 or Q5_0; `None` for other types.
+    /// The matrix of `tensor` if its type runs here (see [`Self::takes`]); `None` for others.
     pub fn from_qtensor(tensor: &QTensor) -> candle_core::Result<Option<Self>> {
         let (n, k) = tensor.shape().dims2()?;
         if !Self::takes(tensor.dtype()) {
@@ -120,12 +139,19 @@ impl QuantMatrix {
         Self::from_gguf_data(tensor.dtype(), n, k, &tensor.data()?).map(Some)
     }
 
-    /// Whether `dtype` runs on these kernels.
+    /// Whether `dtype` runs on these kernels: Q8_0 and Q5_0 everywhere, Q4_K and Q6_K where
+    /// the AVX-512 VNNI kernel runs (candle's AVX2 K-quant kernels are as fast as the others
+    /// would be).
     pub fn takes(dtype: GgmlDType) -> bool {
-        matches!(dtype, GgmlDType::Q8_0 | GgmlDType::Q5_0)
+        match dtype {
+            GgmlDType::Q8_0 | GgmlDType::Q5_0 => true,
+            #[cfg(target_arch = "x86_64")]
+            GgmlDType::Q4K | GgmlDType::Q6K => kernel() == Kernel::Vnni,
+            _ => false,
+        }
     }
 
-    /// The (n × k) matrix of type `dtype` (see [`Self::takes`]) from its GGUF bytes.
+    /// The (n × k) matrix of type `dtype` (Q8_0, Q5_0, Q4_K or Q6_K) from its GGUF bytes.
     pub fn from_gguf_data(
         dtype: GgmlDType,
         n: usize,
@@ -139,6 +165,8 @@ impl QuantMatrix {
         let groups = match dtype {
             GgmlDType::Q8_0 => q8_groups(data, n, nb)?,
             GgmlDType::Q5_0 => q5_groups(data, n, nb)?,
+            GgmlDType::Q4K => Groups::Q4K(kquants::q4k_groups(data, n, k)?),
+            GgmlDType::Q6K => Groups::Q6K(kquants::q6k_groups(data, n, k)?),
             other => candle_core::bail!("{other:?} matrices are not supported here"),
         };
         Ok(Self {
@@ -148,18 +176,17 @@ impl QuantMatrix {
         })
     }
 
-    /// One matrix with the rows of all `parts` in order; the parts back if their widths differ
-    /// or a part other than the last has a number of rows that is not a multiple of 16.
+    /// One matrix with the rows of all `parts` in order; the parts back if their widths differ,
+    /// a part other than the last has a number of rows that is not a multiple of 16, or a part
+    /// is a K-quant (whose kernel is another).
     pub fn stack_or_return(parts: Vec<QuantMatrix>) -> Result<Self, Vec<QuantMatrix>> {
         let Some(k) = parts.first().map(|p| p.k) else {
             return Err(parts);
         };
         let last = parts.len() - 1;
-        if parts
-            .iter()
-            .enumerate()
-            .any(|(i, p)| p.k != k || (i < last && !p.n.is_multiple_of(GROUP)))
-        {
+        if parts.iter().enumerate().any(|(i, p)| {
+            p.k != k || (i < last && !p.n.is_multiple_of(GROUP)) || p.parts.iter().any(Groups::is_k)
+        }) {
             return Err(parts);
         }
         Ok(Self {
@@ -184,6 +211,11 @@ impl QuantMatrix {
         assert_eq!(out.len(), m * n, "output shape");
         let kernel = kernel();
         let xq = quantize_rows(kernel, x, m, self.k);
+        // Per run of COLS rows, built once for all groups (a chunk is a whole number of runs).
+        let runs: Vec<Activations> = (0..m)
+            .step_by(COLS)
+            .map(|c0| xq.activations(self.k, c0..(c0 + COLS).min(m)))
+            .collect();
         let out_ptr = SharedOut(out.as_mut_ptr());
         let groups = n.div_ceil(GROUP);
         let chunk = (CHUNK_BYTES / self.k).max(COLS) / COLS * COLS;
@@ -199,7 +231,7 @@ impl QuantMatrix {
                     let end = (ch * chunk + chunk).min(m);
                     for c0 in (ch * chunk..end).step_by(COLS) {
                         let cols = c0..(c0 + COLS).min(end);
-                        let sums = product(kernel, blocks, &xq, self.k, cols.clone());
+                        let sums = product(kernel, &blocks, &runs[c0 / COLS]);
                         for (ci, c) in cols.enumerate() {
                             // SAFETY: every (c, row) belongs to exactly one work item, and the
                             // rows lie inside row c of `out`.
@@ -219,13 +251,8 @@ impl QuantMatrix {
     }
 
     /// The 8-bit blocks of group `g` with the offset of their values, widened into `widened`
-    /// if the group is stored 5-bit.
-    fn group<'a>(
-        &'a self,
-        kernel: Kernel,
-        mut g: usize,
-        widened: &'a mut Vec<U8Block>,
-    ) -> Blocks<'a> {
+    /// unless the group is stored 8-bit.
+    fn group<'a>(&'a self, kernel: Kernel, mut g: usize, widened: &'a mut Widened) -> Group<'a> {
         let nb = self.k / BLOCK;
         let mut part = &self.parts[0];
         for p in &self.parts {
@@ -238,19 +265,27 @@ impl QuantMatrix {
         }
         let range = g * nb..(g + 1) * nb;
         match part {
-            Groups::Q8(v) => Blocks {
+            Groups::Q8(v) => Group::U8(Blocks {
                 blocks: &v[range],
                 offset: Q8_OFFSET,
-            },
+            }),
             Groups::Q5(v) => {
-                widen_q5(kernel, &v[range], widened);
-                Blocks {
-                    blocks: widened,
+                widen_q5(kernel, &v[range], &mut widened.u8);
+                Group::U8(Blocks {
+                    blocks: &widened.u8,
                     offset: Q5_OFFSET,
-                }
+                })
             }
+            Groups::Q4K(v) => kquants::widen(kernel, &v[range], &mut widened.k),
+            Groups::Q6K(v) => kquants::widen(kernel, &v[range], &mut widened.k),
         }
     }
+}
+
+/// A group's blocks in 8 bits, for the kernel of its type.
+enum Group<'a> {
+    U8(Blocks<'a>),
+    K(KBlocks<'a>),
 }
 
 /// A group's blocks in 8 bits, each value the weight plus `offset`.
@@ -267,25 +302,8 @@ struct GroupSums {
 }
 
 /// Dot products of a group's 16 rows with activation rows `cols` (at most [`COLS`]).
-fn product(
-    kernel: Kernel,
-    w: Blocks,
-    xq: &QuantizedRows,
-    k: usize,
-    cols: std::ops::Range<usize>,
-) -> GroupSums {
-    let nb = k / BLOCK;
-    let nc = cols.len();
-    let mut x = Activations {
-        qs: [&[]; COLS],
-        scales: [&[]; COLS],
-        sums: [&[]; COLS],
-    };
-    for (i, c) in cols.enumerate() {
-        x.qs[i] = &xq.qs[c * k..(c + 1) * k];
-        x.scales[i] = &xq.scales[c * nb..(c + 1) * nb];
-        x.sums[i] = &xq.sums[c * nb..(c + 1) * nb];
-    }
+fn product(kernel: Kernel, w: &Group, x: &Activations) -> GroupSums {
+    let nc = x.count;
     let mut sums = GroupSums {
         values: [[0f32; GROUP]; COLS],
     };
@@ -293,23 +311,50 @@ fn product(
     // SAFETY (kernels): `kernel()` checked the CPU features; the activations hold `nb`
     // whole blocks. Column counts are constants inside the AVX-512 kernel so that the
     // accumulators stay in registers.
+    let w = match *w {
+        Group::U8(w) => w,
+        Group::K(w) => {
+            match kernel {
+                #[cfg(target_arch = "x86_64")]
+                Kernel::Vnni => unsafe {
+                    macro_rules! run {
+                        ($split:literal) => {
+                            match nc {
+                                1 => x86::k_vnni::<1, $split>(w, x, out),
+                                2 => x86::k_vnni::<2, $split>(w, x, out),
+                                3 => x86::k_vnni::<3, $split>(w, x, out),
+                                4 => x86::k_vnni::<4, $split>(w, x, out),
+                                5 => x86::k_vnni::<5, $split>(w, x, out),
+                                6 => x86::k_vnni::<6, $split>(w, x, out),
+                                7 => x86::k_vnni::<7, $split>(w, x, out),
+                                _ => x86::k_vnni::<COLS, $split>(w, x, out),
+                            }
+                        };
+                    }
+                    if w.split { run!(true) } else { run!(false) }
+                },
+                _ => kquants::k_portable(w, x, nc, out),
+            }
+            return sums;
+        }
+    };
     match kernel {
         #[cfg(target_arch = "x86_64")]
         Kernel::Vnni => unsafe {
             match nc {
-                1 => x86::u8_vnni::<1>(w, &x, out),
-                2 => x86::u8_vnni::<2>(w, &x, out),
-                3 => x86::u8_vnni::<3>(w, &x, out),
-                4 => x86::u8_vnni::<4>(w, &x, out),
-                5 => x86::u8_vnni::<5>(w, &x, out),
-                6 => x86::u8_vnni::<6>(w, &x, out),
-                7 => x86::u8_vnni::<7>(w, &x, out),
-                _ => x86::u8_vnni::<COLS>(w, &x, out),
+                1 => x86::u8_vnni::<1>(w, x, out),
+                2 => x86::u8_vnni::<2>(w, x, out),
+                3 => x86::u8_vnni::<3>(w, x, out),
+                4 => x86::u8_vnni::<4>(w, x, out),
+                5 => x86::u8_vnni::<5>(w, x, out),
+                6 => x86::u8_vnni::<6>(w, x, out),
+                7 => x86::u8_vnni::<7>(w, x, out),
+                _ => x86::u8_vnni::<COLS>(w, x, out),
             }
         },
         #[cfg(target_arch = "x86_64")]
-        Kernel::Avx2 => unsafe { x86::u8_avx2(w, &x, nc, out) },
-        Kernel::Portable => u8_portable(w, &x, nc, out),
+        Kernel::Avx2 => unsafe { x86::u8_avx2(w, x, nc, out) },
+        Kernel::Portable => u8_portable(w, x, nc, out),
     }
     sums
 }
@@ -410,6 +455,31 @@ struct Activations<'a> {
     qs: [&'a [i8]; COLS],
     scales: [&'a [f32]; COLS],
     sums: [&'a [i32]; COLS],
+    /// The sums of the first 16 values of each block.
+    halves: [&'a [i32]; COLS],
+    /// How many rows are set.
+    count: usize,
+}
+
+impl QuantizedRows {
+    /// Rows `cols` (at most [`COLS`]) of activations of width `k`.
+    fn activations(&self, k: usize, cols: std::ops::Range<usize>) -> Activations<'_> {
+        let nb = k / BLOCK;
+        let mut x = Activations {
+            qs: [&[]; COLS],
+            scales: [&[]; COLS],
+            sums: [&[]; COLS],
+            halves: [&[]; COLS],
+            count: cols.len(),
+        };
+        for (i, c) in cols.enumerate() {
+            x.qs[i] = &self.qs[c * k..(c + 1) * k];
+            x.scales[i] = &self.scales[c * nb..(c + 1) * nb];
+            x.sums[i] = &self.sums[c * nb..(c + 1) * nb];
+            x.halves[i] = &self.halves[c * nb..(c + 1) * nb];
+        }
+        x
+    }
 }
 
 /// An output buffer that the thread pool's workers write at disjoint elements.
@@ -423,6 +493,7 @@ fn quantize_rows(kernel: Kernel, x: &[f32], m: usize, k: usize) -> QuantizedRows
         qs: vec![0i8; m * k],
         scales: vec![0f32; m * nb],
         sums: vec![0i32; m * nb],
+        halves: vec![0i32; m * nb],
     };
     match kernel {
         // SAFETY: `kernel()` checked the CPU features; the buffers hold `x`'s blocks.
@@ -442,18 +513,22 @@ fn block_scale(amax: f32) -> (f32, f32) {
 }
 
 fn quantize_portable(x: &[f32], rows: &mut QuantizedRows) {
-    for ((block, q), (scale, sum)) in x
+    for (((block, q), (scale, sum)), half) in x
         .chunks_exact(BLOCK)
         .zip(rows.qs.chunks_exact_mut(BLOCK))
         .zip(rows.scales.iter_mut().zip(rows.sums.iter_mut()))
+        .zip(rows.halves.iter_mut())
     {
         let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
         let (d, id) = block_scale(amax);
-        for (q, v) in q.iter_mut().zip(block) {
+        for (i, (q, v)) in q.iter_mut().zip(block).enumerate() {
             // Rounded to nearest, ties away from zero: on the near tie that
             // `qwen_greedy_fim_matches_llama_cpp` holds, ties to even picks the other token.
             *q = (v * id).round() as i8;
             *sum += *q as i32;
+            if i < BLOCK / 2 {
+                *half += *q as i32;
+            }
         }
         *scale = d;
     }
@@ -476,6 +551,7 @@ fn kernels() -> Vec<Kernel> {
         if is_x86_feature_detected!("avx512vnni")
             && is_x86_feature_detected!("avx512bw")
             && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("fma")
         {
             all.push(Kernel::Vnni);
         }
@@ -514,6 +590,7 @@ fn u8_portable(w: Blocks, x: &Activations, nc: usize, out: &mut [[f32; GROUP]; C
     }
 }
 
+mod kquants;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
@@ -618,15 +695,19 @@ mod tests {
         }
         for kernel in kernels() {
             let q = quantize_rows(kernel, &x, m, k);
-            assert_eq!((&q.qs, &q.scales, &q.sums), (&xq.qs, &xq.scales, &xq.sums));
-            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            assert_eq!(
+                (&q.qs, &q.scales, &q.sums, &q.halves),
+                (&xq.qs, &xq.scales, &xq.sums, &xq.halves)
+            );
+            let (mut fast, mut slow) = (Widened::default(), Widened::default());
             for g in 0..n.div_ceil(GROUP) {
                 for c0 in (0..m).step_by(COLS) {
                     let cols = c0..(c0 + COLS).min(m);
                     let w = matrix.group(kernel, g, &mut fast);
-                    let f = product(kernel, w, &xq, k, cols.clone());
+                    let x = xq.activations(k, cols);
+                    let f = product(kernel, &w, &x);
                     let w = matrix.group(Kernel::Portable, g, &mut slow);
-                    let s = product(Kernel::Portable, w, &xq, k, cols);
+                    let s = product(Kernel::Portable, &w, &x);
                     assert_eq!(f.values, s.values, "{kernel:?} m={m} n={n} k={k} group {g}");
                 }
             }
@@ -640,7 +721,62 @@ mod tests {
             .unwrap()
             .to_vec2::<f32>()
             .unwrap();
-        (QuantMatrix::from_qtensor(&q).unwrap().unwrap(), dequantized)
+        let (n, k) = q.shape().dims2().unwrap();
+        let matrix = QuantMatrix::from_gguf_data(dtype, n, k, &q.data().unwrap()).unwrap();
+        (matrix, dequantized)
+    }
+
+    /// Weights with mins, negative scales and the whole range of 6-bit values.
+    #[test]
+    fn q4_k_and_q6_k_products() {
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            for (m, n, k) in [(1, 8, 256), (3, 17, 512), (9, 16, 256), (17, 40, 768)] {
+                let (matrix, dequantized) = quantized(n, k, dtype);
+                check(&matrix, &dequantized, m);
+            }
+        }
+        // Every stored value and scale agrees with candle's dequantization.
+        let w: Vec<f32> = (0..16 * 512)
+            .map(|i| (((i * 2654435761usize) >> 7) % 1000) as f32 / 100.0 - 7.0)
+            .collect();
+        let w = Tensor::from_vec(w, (16, 512), &Device::Cpu).unwrap();
+        for dtype in [GgmlDType::Q4K, GgmlDType::Q6K] {
+            let q = QTensor::quantize(&w, dtype).unwrap();
+            let expected = q
+                .dequantize(&Device::Cpu)
+                .unwrap()
+                .to_vec2::<f32>()
+                .unwrap();
+            let matrix = QuantMatrix::from_gguf_data(dtype, 16, 512, &q.data().unwrap()).unwrap();
+            let mut widened = Widened::default();
+            let Group::K(blocks) = matrix.group(Kernel::Portable, 0, &mut widened) else {
+                panic!("{dtype:?} is a K-quant");
+            };
+            for (b, block) in blocks.blocks.iter().enumerate() {
+                for r in 0..GROUP {
+                    for i in 0..BLOCK {
+                        let q = block.qs[i / 4][r][i % 4] as i32 - blocks.offset;
+                        let scale = block.scales[if blocks.split { i / 16 } else { 0 }][r];
+                        let value = scale * q as f32 - block.mins[r];
+                        let want = expected[r][b * BLOCK + i];
+                        assert!((value - want).abs() <= 1e-5, "{dtype:?} ({r}, {b}, {i})");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn k_quants_do_not_stack() {
+        let (a, _) = quantized(16, 256, GgmlDType::Q4K);
+        let (b, _) = quantized(16, 256, GgmlDType::Q5_0);
+        assert_eq!(
+            QuantMatrix::stack_or_return(vec![a, b])
+                .err()
+                .unwrap()
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -713,7 +849,7 @@ mod tests {
 
     #[test]
     fn other_types_are_not_taken() {
-        let q = QTensor::quantize(&weights(4, 256), GgmlDType::Q4K).unwrap();
+        let q = QTensor::quantize(&weights(4, 256), GgmlDType::Q2K).unwrap();
         assert!(QuantMatrix::from_qtensor(&q).unwrap().is_none());
     }
 }
