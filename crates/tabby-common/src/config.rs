@@ -254,6 +254,10 @@ pub struct LocalModelConfig {
     /// keystroke's prompt reads only what changed (0: none).
     #[serde(default = "default_prompt_cache_mib")]
     pub prompt_cache_mib: usize,
+    /// Most tokens a greedy request drafts per forward pass from its own prompt and output
+    /// (prompt lookup; the text stays the same, token for token). 0: none.
+    #[serde(default = "default_draft_tokens")]
+    pub draft_tokens: usize,
     /// The FIM template, instead of the model directory's `tabby.json` (e.g. the suffix-first
     /// `<|fim_suffix|>{suffix}<|fim_prefix|>{prefix}<|fim_middle|>` for Qwen2.5-Coder).
     #[serde(default)]
@@ -266,6 +270,13 @@ pub const DEFAULT_PROMPT_CACHE_MIB: usize = 256;
 
 fn default_prompt_cache_mib() -> usize {
     DEFAULT_PROMPT_CACHE_MIB
+}
+
+pub const DEFAULT_DRAFT_TOKENS: usize = 4;
+pub const MAX_DRAFT_TOKENS: usize = 32;
+
+fn default_draft_tokens() -> usize {
+    DEFAULT_DRAFT_TOKENS
 }
 
 fn default_parallelism() -> u8 {
@@ -620,6 +631,15 @@ impl Config {
                     ));
                 }
             }
+            if let Some(ModelConfig::Local(local)) = model
+                && local.draft_tokens > MAX_DRAFT_TOKENS
+            {
+                // Every drafted token is a row of the pass that checks it.
+                return Err((
+                    format!("model.{role}.local.draft_tokens"),
+                    format!("must be at most {MAX_DRAFT_TOKENS}"),
+                ));
+            }
         }
         let mut dirs: HashMap<PathBuf, usize> = HashMap::new();
         for (i, repo) in self.repositories.iter().enumerate() {
@@ -913,6 +933,23 @@ top_level_keywords = ["fn"]
         .to_string();
         assert!(err.contains("model.chat.http.supported_models"), "{err}");
         assert!(err.contains("line 4"), "{err}");
+    }
+
+    #[test]
+    fn draft_tokens_are_bounded() {
+        let local = |n: usize| {
+            format!(
+                "[model.completion.local]\nmodel_id = \"TabbyML/StarCoder-1B\"\ndraft_tokens = {n}\n"
+            )
+        };
+        let err = parse(&local(MAX_DRAFT_TOKENS + 1)).unwrap_err().to_string();
+        assert!(err.contains("model.completion.local.draft_tokens"), "{err}");
+        assert!(err.contains("at most 32"), "{err}");
+        let config = parse(&local(0)).unwrap();
+        let Some(ModelConfig::Local(local)) = config.model.completion else {
+            panic!("a local model");
+        };
+        assert_eq!(local.draft_tokens, 0);
     }
 
     #[test]

@@ -13,13 +13,15 @@
 //! Printed: total latency p50/p90/p99 (the route does not stream, so time to first token is
 //! not observable), how many completions' first line is the rest of the cursor's line as the
 //! file has it (a rough accuracy check: settings that make typing faster should not lower
-//! it), and for the embedded runtime the prompt tokens computed vs reused and the
-//! cache's bytes, from `/metrics`.
+//! it), and for the embedded runtime the prompt tokens computed vs reused, the cache's bytes,
+//! the time per request in prompt and decoding passes and the drafted tokens accepted and
+//! rejected, from `/metrics`.
 //!
 //! Run: `cargo bench -p tabby --bench typing` (the models from `tabby download` in
 //! `~/.tabby/models`, or `TABBY_MODEL_CACHE_ROOT`). `TYPING_LINES` (default 10) sets how many
 //! lines are typed; `TYPING_VARIANTS="suffix_bytes = 64|prefix_clip_lines = 4"` adds a run
-//! per `[completion]` setting; `TYPING_REPLAY=type` replays lines typed anew (nothing of the
+//! per `[completion]` setting, `TYPING_MODEL_VARIANTS="draft_tokens = 0|draft_tokens = 8"` one
+//! per `[model.completion.local]` setting; `TYPING_REPLAY=type` replays lines typed anew (nothing of the
 //! line after the cursor) instead of the cursor walking through existing ones.
 
 use std::{
@@ -170,6 +172,8 @@ struct ModelMetrics {
     generated: f64,
     prompt_seconds: f64,
     decode_seconds: f64,
+    accepted: f64,
+    rejected: f64,
 }
 
 async fn prompt_metrics(http: &reqwest::Client, server: &Server) -> ModelMetrics {
@@ -195,6 +199,8 @@ async fn prompt_metrics(http: &reqwest::Client, server: &Server) -> ModelMetrics
         generated: value("tabby_generated_tokens_total"),
         prompt_seconds: value("phase=\"prompt\""),
         decode_seconds: value("phase=\"decode\""),
+        accepted: value("outcome=\"accepted\""),
+        rejected: value("outcome=\"rejected\""),
     }
 }
 
@@ -269,7 +275,7 @@ async fn run(
     if after.computed + after.reused > before.computed + before.reused {
         let n = latencies.len() as f64;
         print!(
-            "  prompt tokens computed={} reused={}  cache={:.1} MiB\n{:<40} per request: prompt {:.0} ms, {:.1} tokens generated in {:.0} ms",
+            "  prompt tokens computed={} reused={}  cache={:.1} MiB\n{:<40} per request: prompt {:.0} ms, {:.1} tokens generated in {:.0} ms, drafts accepted {:.1} / rejected {:.1}",
             after.computed - before.computed,
             after.reused - before.reused,
             after.cache_bytes / (1 << 20) as f64,
@@ -277,6 +283,8 @@ async fn run(
             (after.prompt_seconds - before.prompt_seconds) * 1e3 / n,
             (after.generated - before.generated) / n,
             (after.decode_seconds - before.decode_seconds) * 1e3 / n,
+            (after.accepted - before.accepted) / n,
+            (after.rejected - before.rejected) / n,
         );
     }
     println!();
@@ -300,11 +308,12 @@ fn main() {
     let git_url = format!("file://{}", workspace.display());
     let root = tempfile::tempdir().unwrap();
     let repository = format!("[[repositories]]\ngit_url = \"{git_url}\"\n");
-    let local = |cache_mib: usize| {
+    let local_with = |cache_mib: usize, extra: &str| {
         format!(
-            "{repository}[model.completion.local]\nmodel_id = \"{MODEL_ID}\"\nparallelism = 1\nprompt_cache_mib = {cache_mib}\n"
+            "{repository}[model.completion.local]\nmodel_id = \"{MODEL_ID}\"\nparallelism = 1\nprompt_cache_mib = {cache_mib}\n{extra}"
         )
     };
+    let local = |cache_mib: usize| local_with(cache_mib, "");
     println!(
         "typing replay ({}): {} requests over {lines} lines of {filepath}, {} cores",
         if mode == Replay::Walk { "walk" } else { "type" },
@@ -320,6 +329,13 @@ fn main() {
         if let Ok(variants) = std::env::var("TYPING_VARIANTS") {
             for setting in variants.split('|').map(str::trim).filter(|v| !v.is_empty()) {
                 let config = format!("{}[completion]\n{setting}\n", local(256));
+                run(&format!("embedded, cache, {setting}"), root.path(), &config, &keystrokes, &git_url, filepath).await;
+            }
+        }
+        // Settings of the embedded model, e.g. `draft_tokens = 0`.
+        if let Ok(variants) = std::env::var("TYPING_MODEL_VARIANTS") {
+            for setting in variants.split('|').map(str::trim).filter(|v| !v.is_empty()) {
+                let config = local_with(256, &format!("{setting}\n"));
                 run(&format!("embedded, cache, {setting}"), root.path(), &config, &keystrokes, &git_url, filepath).await;
             }
         }

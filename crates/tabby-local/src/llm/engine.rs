@@ -10,6 +10,12 @@
 //!
 //! A request ends when its stream is dropped (the client went away): every job first checks
 //! that its receiver is still there.
+//!
+//! Greedy requests draft tokens from their own context (prompt lookup): when the last few
+//! tokens occurred before, the tokens that followed them then are forwarded along with the
+//! next one, and each is kept while it is what the model picks after the one before. A pass
+//! over a few tokens costs little more than one (decoding reads every weight per pass), so each
+//! accepted token saves a pass; the text is the same as without drafts, token for token.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -29,6 +35,10 @@ use crate::pool::InferencePool;
 /// Prompt tokens per forward pass (and per job) while reading the prompt; bounds the attention
 /// scratch and how long other requests wait for a turn.
 const PREFILL_CHUNK: usize = 256;
+
+/// Longest and shortest run of last tokens looked up for a draft.
+const DRAFT_NGRAM_MAX: usize = 4;
+const DRAFT_NGRAM_MIN: usize = 2;
 
 /// One generation request, prompt still as text (tokenizing is CPU work too).
 pub struct Generation {
@@ -72,6 +82,8 @@ struct Model {
     pool: Weak<InferencePool>,
     in_flight: Arc<AtomicUsize>,
     cache: PromptCache,
+    /// Most tokens drafted per pass for greedy requests (0: none).
+    draft_tokens: usize,
 }
 
 /// Prompt tokens the engine has read, in all: computed by the model, or found in a cached
@@ -87,6 +99,9 @@ pub struct PromptStats {
     /// Seconds spent in forward passes over prompt chunks, and over generated tokens.
     pub prompt_seconds: f64,
     pub decode_seconds: f64,
+    /// Drafted tokens forwarded, and those of them the model then picked.
+    pub drafted: u64,
+    pub accepted: u64,
 }
 
 /// Idle sessions of finished requests, least recently used first, holding at most `budget`
@@ -99,6 +114,8 @@ struct PromptCache {
     generated: AtomicU64,
     prompt_nanos: AtomicU64,
     decode_nanos: AtomicU64,
+    drafted: AtomicU64,
+    accepted: AtomicU64,
 }
 
 /// Every engine started in this process, by model id, for [`loaded_prompt_stats`].
@@ -129,6 +146,8 @@ impl PromptCache {
             generated: AtomicU64::new(0),
             prompt_nanos: AtomicU64::new(0),
             decode_nanos: AtomicU64::new(0),
+            drafted: AtomicU64::new(0),
+            accepted: AtomicU64::new(0),
         }
     }
 
@@ -200,6 +219,8 @@ impl PromptCache {
             generated: self.generated.load(Ordering::Relaxed),
             prompt_seconds: self.prompt_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
             decode_seconds: self.decode_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
+            drafted: self.drafted.load(Ordering::Relaxed),
+            accepted: self.accepted.load(Ordering::Relaxed),
         }
     }
 }
@@ -228,13 +249,14 @@ impl Drop for InFlight {
 
 impl Engine {
     /// Starts the pool; up to `prompt_cache_bytes` of finished requests' KV caches are kept
-    /// for reuse (0: none).
+    /// for reuse (0: none); greedy requests draft up to `draft_tokens` per pass (0: none).
     pub fn start(
         name: &str,
         weights: Weights,
         tokenizer: GgufTokenizer,
         parallelism: usize,
         prompt_cache_bytes: usize,
+        draft_tokens: usize,
     ) -> std::io::Result<Self> {
         let pool = Arc::new(InferencePool::new("llm", parallelism)?);
         let model = Arc::new(Model {
@@ -243,6 +265,7 @@ impl Engine {
             pool: Arc::downgrade(&pool),
             in_flight: Arc::new(AtomicUsize::new(0)),
             cache: PromptCache::new(prompt_cache_bytes),
+            draft_tokens,
         });
         ENGINES
             .lock()
@@ -349,7 +372,10 @@ struct Active {
     prompt: Vec<u32>,
     /// Prompt tokens already in the KV cache.
     read: usize,
+    /// Logits of the last pass, one row per token to pick (`draft.len() + 1`).
     logits: Option<Tensor>,
+    /// The drafted tokens that last pass forwarded after the generated one.
+    draft: Vec<u32>,
     max_tokens: usize,
     generated: usize,
     sampler: Sampler,
@@ -402,6 +428,7 @@ fn start(model: &Arc<Model>, g: Generation, tx: &Sender) -> Result<Option<Active
         prompt,
         read: reused,
         logits: None,
+        draft: Vec::new(),
         max_tokens,
         generated: 0,
         sampler,
@@ -424,34 +451,66 @@ impl Active {
             self.read = end;
             return Ok(true);
         }
-        let logits = self
+        let mut logits = self
             .logits
             .take()
-            .expect("logits follow every forward pass");
-        let mut logits = logits
+            .expect("logits follow every forward pass")
             .to_dtype(DType::F32)
             .and_then(|l| l.flatten_all())
             .and_then(|l| l.to_vec1::<f32>())
             .map_err(backend)?;
-        let next = self
-            .sampler
-            .sample(&mut logits)
-            .map_err(ModelError::Backend)?;
-        if self.stop_tokens.contains(&next) {
-            return Ok(self.finish(tx, Finish::Stop));
+        let draft = std::mem::take(&mut self.draft);
+        let vocabulary = logits.len() / (draft.len() + 1);
+        let mut next = None;
+        for (i, row) in logits.chunks_exact_mut(vocabulary).enumerate() {
+            let token = self.sampler.sample(row).map_err(ModelError::Backend)?;
+            if self.stop_tokens.contains(&token) {
+                return Ok(self.finish(tx, Finish::Stop));
+            }
+            self.sampler.accept(token);
+            self.generated += 1;
+            model.cache.generated.fetch_add(1, Ordering::Relaxed);
+            if let Some(text) = self.decoder.push(model.tokenizer.bytes(token)) {
+                let _ = tx.send(Ok(Piece::Text(text)));
+            }
+            if self.generated >= self.max_tokens {
+                return Ok(self.finish(tx, Finish::Length));
+            }
+            if draft.get(i) == Some(&token) {
+                // Already forwarded: the next row is what follows it.
+                model.cache.accepted.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            // The drafted tokens after this position are not what was generated.
+            let session = self.session.as_mut().expect("a session until dropped");
+            session.truncate(session.tokens().len() - (draft.len() - i));
+            next = Some(token);
+            break;
         }
-        self.sampler.accept(next);
-        self.generated += 1;
-        model.cache.generated.fetch_add(1, Ordering::Relaxed);
-        if let Some(text) = self.decoder.push(model.tokenizer.bytes(next)) {
-            let _ = tx.send(Ok(Piece::Text(text)));
-        }
-        if self.generated >= self.max_tokens {
-            return Ok(self.finish(tx, Finish::Length));
-        }
+        let next = next.expect("the last row is never a drafted token's");
         let session = self.session.as_mut().expect("a session until dropped");
+        let mut tokens = vec![next];
+        if self.sampler.is_greedy() && model.draft_tokens > 0 {
+            // Each row picks a token: no more rows than tokens left, nor positions.
+            let room = (self.max_tokens - self.generated - 1)
+                .min(
+                    model
+                        .weights
+                        .max_positions
+                        .saturating_sub(session.tokens().len() + 1),
+                )
+                .min(model.draft_tokens);
+            let mut history = session.tokens().to_vec();
+            history.push(next);
+            self.draft = lookup_draft(&history, room);
+            model
+                .cache
+                .drafted
+                .fetch_add(self.draft.len() as u64, Ordering::Relaxed);
+            tokens.extend_from_slice(&self.draft);
+        }
         let started = Instant::now();
-        let logits = model.weights.forward(session, &[next]);
+        let logits = model.weights.forward_rows(session, &tokens, tokens.len());
         model.cache.count_pass(false, started.elapsed());
         self.logits = Some(logits.map_err(|e| self.failed(e))?);
         Ok(true)
@@ -478,5 +537,54 @@ impl Drop for Active {
         if let Some(session) = self.session.take() {
             self.model.cache.put(session);
         }
+    }
+}
+
+/// The tokens that followed the latest earlier occurrence of `history`'s last
+/// [`DRAFT_NGRAM_MAX`] tokens (else of fewer, down to [`DRAFT_NGRAM_MIN`]), at most `max`;
+/// empty when none occurred before.
+fn lookup_draft(history: &[u32], max: usize) -> Vec<u32> {
+    if max == 0 {
+        return Vec::new();
+    }
+    for n in (DRAFT_NGRAM_MIN..=DRAFT_NGRAM_MAX).rev() {
+        let Some(start) = history.len().checked_sub(n) else {
+            continue;
+        };
+        let tail = &history[start..];
+        if let Some(at) = (0..start).rev().find(|&i| &history[i..i + n] == tail) {
+            let from = at + n;
+            return history[from..(from + max).min(history.len())].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+#[cfg(test)]
+mod draft_tests {
+    use super::lookup_draft;
+
+    #[test]
+    fn drafts_follow_the_latest_longest_match() {
+        // The tail "2 3" occurred twice before: what followed the later one is drafted.
+        let h = [1, 2, 3, 4, 9, 2, 3, 5, 6, 7, 2, 3];
+        assert_eq!(lookup_draft(&h, 3), vec![5, 6, 7]);
+        assert_eq!(lookup_draft(&h, 1), vec![5]);
+        // A 3-token tail beats a more recent 2-token one.
+        let h = [7, 2, 3, 4, 5, 2, 3, 9, 7, 2, 3];
+        assert_eq!(lookup_draft(&h, 2), vec![4, 5]);
+        // The draft stops at the end of the history.
+        let h = [1, 2, 1, 2];
+        assert_eq!(lookup_draft(&h, 5), vec![1, 2]);
+    }
+
+    #[test]
+    fn no_draft_without_an_earlier_match_or_room() {
+        assert!(lookup_draft(&[1, 2, 3, 4, 5], 4).is_empty());
+        assert!(lookup_draft(&[1, 2, 1, 2], 0).is_empty());
+        assert!(lookup_draft(&[1], 4).is_empty());
+        assert!(lookup_draft(&[], 4).is_empty());
+        // One token repeated is not enough.
+        assert!(lookup_draft(&[5, 6, 7, 5], 4).is_empty());
     }
 }

@@ -420,11 +420,27 @@ impl Weights {
     /// Runs `tokens` (the continuation of what `session` holds) through the network and returns
     /// the logits for the next token.
     pub fn forward(&self, session: &mut Session, tokens: &[u32]) -> Result<Tensor> {
+        self.forward_rows(session, tokens, 1)?.flatten_all()
+    }
+
+    /// [`Self::forward`], returning the logits after each of the last `rows` tokens
+    /// (`rows × vocabulary`): what checking drafted tokens needs. Each row is computed exactly
+    /// as a forward pass of the tokens up to it alone would compute it (every product and
+    /// attention row is independent of the others in its batch).
+    pub fn forward_rows(
+        &self,
+        session: &mut Session,
+        tokens: &[u32],
+        rows: usize,
+    ) -> Result<Tensor> {
         let c = &self.config;
         let t = tokens.len();
         let pos = session.tokens.len();
         if t == 0 {
             candle_core::bail!("forward needs at least one token");
+        }
+        if rows == 0 || rows > t {
+            candle_core::bail!("{rows} rows of logits asked of a pass over {t} tokens");
         }
         if pos + t > self.max_positions {
             candle_core::bail!("context of {} positions exceeded", self.max_positions);
@@ -476,9 +492,11 @@ impl Weights {
             x = (layer.ffn_down.forward(&mlp)? + x)?;
         }
         session.tokens.extend_from_slice(tokens);
-        let last = x.narrow(1, t - 1, 1)?;
+        let last = x.narrow(1, t - rows, rows)?;
         let last = candle_nn::ops::rms_norm(&last, &self.output_norm, c.rms_eps as f32)?;
-        self.output.forward(&last)?.flatten_all()
+        let logits = self.output.forward(&last)?;
+        let vocabulary = logits.dim(D::Minus1)?;
+        logits.reshape((rows, vocabulary))
     }
 
     fn rope(&self, x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {

@@ -70,6 +70,12 @@ impl Sampler {
         })
     }
 
+    /// Whether every step picks the best token (drafted tokens can then be checked against the
+    /// model's own choice).
+    pub fn is_greedy(&self) -> bool {
+        self.params.temperature < GREEDY_BELOW
+    }
+
     /// Picks the next token from `logits` (modified in place by the penalties).
     pub fn sample(&mut self, logits: &mut [f32]) -> Result<u32, String> {
         self.apply_penalties(logits);

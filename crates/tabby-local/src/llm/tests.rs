@@ -724,3 +724,57 @@ async fn a_request_right_after_a_cancelled_one_reuses_its_prompt() {
         );
     }
 }
+
+/// Drafting from the context changes how many passes a reply takes, never the reply: on
+/// Qwen, greedy FIM and chat prompts (one with a presence penalty, which drafts are checked
+/// under too) give the same text and finish with drafts as without, and drafts were accepted.
+#[tokio::test]
+async fn drafted_tokens_never_change_the_output() {
+    let fim = |prefix: &str, suffix: &str| {
+        format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>")
+    };
+    let code = "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, item):\n        self.items.append(item)\n\n    def pop(self):\n        return self.items.pop()\n\n";
+    let prompts = [
+        // The rest of the line is in the suffix: the reply copies it.
+        fim(&format!("{code}    def peek(self):\n        return self.it"), "\n\n    def size(self):\n        return len(self.items)\n"),
+        fim(&format!("{code}    def is_empty(self):\n        "), "\n"),
+        fim(FIM_RUST.0, FIM_RUST.1),
+        "<|im_start|>user\nRepeat exactly: the quick brown fox jumps over the lazy dog, the quick brown fox jumps over the lazy dog.<|im_end|>\n<|im_start|>assistant\n".to_string(),
+    ];
+    let drafting = qwen();
+    let plain = Arc::new(
+        LocalLlm::load(
+            &model_dir(QWEN),
+            &LlmConfig {
+                draft_tokens: 0,
+                prompt_cache_bytes: 0,
+                ..LlmConfig::default()
+            },
+        )
+        .unwrap(),
+    );
+    let before = drafting.prompt_stats();
+    for prompt in &prompts {
+        for options in [
+            greedy(40),
+            SamplingOptions {
+                presence_penalty: 0.5,
+                ..greedy(40)
+            },
+        ] {
+            let with = collect(&drafting, prompt, options).await;
+            let without = collect(&plain, prompt, options).await;
+            assert_eq!(with, without, "{prompt:?} {options:?}");
+        }
+    }
+    let after = drafting.prompt_stats();
+    let (drafted, accepted) = (
+        after.drafted - before.drafted,
+        after.accepted - before.accepted,
+    );
+    assert!(
+        accepted > 0 && accepted <= drafted,
+        "{accepted} of {drafted}"
+    );
+    assert_eq!(plain.prompt_stats().drafted, 0);
+}

@@ -128,7 +128,8 @@ impl Metrics {
 }
 
 /// The embedded runtime's counters per loaded model: prompt tokens computed and reused from
-/// its prompt cache, tokens generated, seconds in forward passes, and the cache's size.
+/// its prompt cache, tokens generated, seconds in forward passes, drafted tokens, and the
+/// cache's size.
 fn render_prompt_cache(out: &mut String, models: &[(String, tabby_local::llm::PromptStats)]) {
     if models.is_empty() {
         return;
@@ -178,6 +179,22 @@ fn render_prompt_cache(out: &mut String, models: &[(String, tabby_local::llm::Pr
                 (
                     ",phase=\"decode\"".into(),
                     format!("{:.6}", s.decode_seconds),
+                ),
+            ]
+        }),
+    );
+    family(
+        out,
+        "tabby_draft_tokens_total",
+        "counter",
+        "Tokens the embedded model drafted from the request's own context, by whether the \
+         model then generated them.",
+        per_model(&|s| {
+            vec![
+                (",outcome=\"accepted\"".into(), s.accepted.to_string()),
+                (
+                    ",outcome=\"rejected\"".into(),
+                    (s.drafted - s.accepted.min(s.drafted)).to_string(),
                 ),
             ]
         }),
@@ -288,6 +305,8 @@ mod tests {
             generated: 17,
             prompt_seconds: 0.25,
             decode_seconds: 1.5,
+            drafted: 9,
+            accepted: 6,
         };
         let mut out = String::new();
         render_prompt_cache(&mut out, &[("Qwen".to_string(), stats)]);
@@ -298,6 +317,8 @@ mod tests {
             "tabby_model_seconds_total{model=\"Qwen\",phase=\"prompt\"} 0.250000",
             "tabby_model_seconds_total{model=\"Qwen\",phase=\"decode\"} 1.500000",
             "tabby_prompt_cache_bytes{model=\"Qwen\"} 4096",
+            "tabby_draft_tokens_total{model=\"Qwen\",outcome=\"accepted\"} 6",
+            "tabby_draft_tokens_total{model=\"Qwen\",outcome=\"rejected\"} 3",
             "# TYPE tabby_prompt_cache_bytes gauge",
             "# TYPE tabby_model_seconds_total counter",
         ] {

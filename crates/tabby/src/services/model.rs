@@ -52,6 +52,7 @@ pub fn with_local_defaults(config: &ModelConfigGroup) -> ModelConfigGroup {
             enable_fast_attention: None,
             context_size: 4096,
             prompt_cache_mib: tabby_common::config::DEFAULT_PROMPT_CACHE_MIB,
+            draft_tokens: tabby_common::config::DEFAULT_DRAFT_TOKENS,
             prompt_template: None,
             additional_stop_words: vec![],
         }))
@@ -113,6 +114,7 @@ impl LocalLlms<'_> {
             parallelism: (local.parallelism as usize).max(1),
             context_size: local.context_size.max(256),
             prompt_cache_bytes: local.prompt_cache_mib << 20,
+            draft_tokens: local.draft_tokens,
         };
         match LocalLlm::load(&dir, &config) {
             Ok(llm) => {
