@@ -156,9 +156,11 @@ fn main() {
     );
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
     let started = Instant::now();
-    // No prompt cache: every run reads its whole prompt, as llama.cpp's runs do.
+    // No prompt cache: every run reads its whole prompt, as llama.cpp's runs do; no drafts:
+    // one pass per generated token, as llama.cpp's server decodes by default.
     let config = LlmConfig {
         prompt_cache_bytes: 0,
+        draft_tokens: 0,
         ..LlmConfig::default()
     };
     let llm = Arc::new(LocalLlm::load(&dir, &config).unwrap_or_else(|e| panic!("{e}")));

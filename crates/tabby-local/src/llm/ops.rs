@@ -182,7 +182,9 @@ fn softmax_weights(scores: &mut [f32]) -> f32 {
 mod x86 {
     use std::arch::x86_64::*;
 
-    /// [`super::Simd::attend_row`] with AVX2 and FMA.
+    /// [`super::Simd::attend_row`] with AVX2 and FMA: scores four keys at a time (one pass
+    /// over the query per four keys, one horizontal sum per four scores), and for rows of 64
+    /// the weighted sum of values in registers.
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn attend_row(
         query: &[f32],
@@ -192,11 +194,139 @@ mod x86 {
         dst: &mut [f32],
     ) {
         let hd = query.len();
+        let n = keys.len() / hd;
         scores.clear();
-        scores.extend(keys.chunks_exact(hd).map(|k| dot(query, k)));
-        let sum = super::softmax_weights(scores);
-        for (s, v) in scores.iter().zip(values.chunks_exact(hd)) {
-            axpy(*s / sum, v, dst);
+        if hd.is_multiple_of(8) {
+            let mut j = 0;
+            while j + 4 <= n {
+                let four = dots4(query, &keys[j * hd..(j + 4) * hd]);
+                scores.extend_from_slice(&four);
+                j += 4;
+            }
+            scores.extend(keys[j * hd..].chunks_exact(hd).map(|k| dot(query, k)));
+        } else {
+            scores.extend(keys.chunks_exact(hd).map(|k| dot(query, k)));
+        }
+        let sum = softmax_weights(scores);
+        if hd == 64 {
+            weighted_sum_64(scores, 1.0 / sum, values, dst);
+        } else {
+            for (s, v) in scores.iter().zip(values.chunks_exact(hd)) {
+                axpy(*s / sum, v, dst);
+            }
+        }
+    }
+
+    /// [`super::softmax_weights`] eight scores at a time.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn softmax_weights(scores: &mut [f32]) -> f32 {
+        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let maxv = _mm256_set1_ps(max);
+        let mut sum = _mm256_setzero_ps();
+        let mut chunks = scores.chunks_exact_mut(8);
+        for chunk in &mut chunks {
+            // SAFETY: the chunk holds eight floats.
+            unsafe {
+                let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(chunk.as_ptr()), maxv));
+                _mm256_storeu_ps(chunk.as_mut_ptr(), e);
+                sum = _mm256_add_ps(sum, e);
+            }
+        }
+        let mut lanes = [0f32; 8];
+        // SAFETY: lanes holds eight floats.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), sum) };
+        let mut total: f32 = lanes.iter().sum();
+        for s in chunks.into_remainder() {
+            *s = (*s - max).exp();
+            total += *s;
+        }
+        total
+    }
+
+    /// `e^x` per lane for x ≤ 0 (what softmax needs), within a few ulps of `f32::exp`: x =
+    /// n·ln 2 + r with |r| ≤ ln 2 / 2 (ln 2 in two parts, so that r is exact), a degree-7
+    /// polynomial for e^r (Cephes' `expf` coefficients), times 2^n. Below −87.3, where e^x is
+    /// under f32's smallest normal, the result is e^−87.3 (≈ 1e−38) instead of a subnormal.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn exp8(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.336_55));
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+        );
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+        let mut p = _mm256_set1_ps(1.987_569_1e-4);
+        for c in [
+            1.398_199_9e-3,
+            8.333_452e-3,
+            4.166_579_6e-2,
+            0.166_666_65,
+            0.5,
+        ] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        }
+        let y = _mm256_add_ps(
+            _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
+            _mm256_set1_ps(1.0),
+        );
+        let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_cvtps_epi32(n),
+            _mm256_set1_epi32(127),
+        ));
+        _mm256_mul_ps(y, _mm256_castsi256_ps(bits))
+    }
+
+    /// The dot products of `q` with the four rows of `keys` (width a multiple of 8).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn dots4(q: &[f32], keys: &[f32]) -> [f32; 4] {
+        let hd = q.len();
+        assert!(keys.len() == 4 * hd && hd.is_multiple_of(8));
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for i in (0..hd).step_by(8) {
+            // SAFETY: i + 8 ≤ hd, and each of the four rows is hd long.
+            unsafe {
+                let qv = _mm256_loadu_ps(q.as_ptr().add(i));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let k = _mm256_loadu_ps(keys.as_ptr().add(r * hd + i));
+                    *acc = _mm256_fmadd_ps(qv, k, *acc);
+                }
+            }
+        }
+        // [a0+a1 pairs, b0+b1 pairs, a.., b..] twice, then the two 128-bit halves added.
+        let ab = _mm256_hadd_ps(acc[0], acc[1]);
+        let cd = _mm256_hadd_ps(acc[2], acc[3]);
+        let abcd = _mm256_hadd_ps(ab, cd);
+        let sums = _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+        let mut out = [0f32; 4];
+        // SAFETY: out holds four floats.
+        unsafe { _mm_storeu_ps(out.as_mut_ptr(), sums) };
+        out
+    }
+
+    /// `dst += Σ_j (weights[j]·scale)·values[j]` for rows of 64, the sums kept in registers.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn weighted_sum_64(weights: &[f32], scale: f32, values: &[f32], dst: &mut [f32]) {
+        assert!(dst.len() == 64 && values.len() >= weights.len() * 64);
+        let mut acc = [_mm256_setzero_ps(); 8];
+        for (j, &w) in weights.iter().enumerate() {
+            let wv = _mm256_set1_ps(w * scale);
+            for (l, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: row j holds 64 values.
+                unsafe {
+                    let v = _mm256_loadu_ps(values.as_ptr().add(j * 64 + 8 * l));
+                    *acc = _mm256_fmadd_ps(wv, v, *acc);
+                }
+            }
+        }
+        for (l, acc) in acc.iter().enumerate() {
+            // SAFETY: dst holds 64 floats.
+            unsafe {
+                let p = dst.as_mut_ptr().add(8 * l);
+                _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), *acc));
+            }
         }
     }
 
@@ -277,9 +407,54 @@ mod tests {
 
     /// Against candle's ops on the same inputs: masked softmax of `(q · scale) kᵀ`, times v,
     /// with grouped KV heads, cached positions and a cache larger than what is used.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_exp_is_within_a_few_ulps_of_std() {
+        use std::arch::x86_64::*;
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return;
+        }
+        let xs: Vec<f32> = (0..=80_000).map(|i| -(i as f32) / 1000.0).collect();
+        for chunk in xs.chunks(8).filter(|c| c.len() == 8) {
+            let mut out = [0f32; 8];
+            // SAFETY: the CPU has the features; both hold eight floats.
+            unsafe {
+                let e = super::x86::exp8(_mm256_loadu_ps(chunk.as_ptr()));
+                _mm256_storeu_ps(out.as_mut_ptr(), e);
+            }
+            for (&x, &got) in chunk.iter().zip(&out) {
+                let want = x.exp();
+                assert!(
+                    (got - want).abs() <= 4.0 * f32::EPSILON * want,
+                    "e^{x}: {got} vs {want}"
+                );
+            }
+        }
+        // The softmax weights: the largest score gets 1, their sum is returned.
+        let mut scores: Vec<f32> = (0..29).map(|i| (i as f32 * 0.37).sin() * 9.0).collect();
+        let mut reference = scores.clone();
+        let sum = unsafe { super::x86::softmax_weights(&mut scores) };
+        let want = super::softmax_weights(&mut reference);
+        assert!((sum - want).abs() <= 1e-5 * want);
+        for (a, b) in scores.iter().zip(&reference) {
+            assert!(
+                (a - b).abs() <= 4.0 * f32::EPSILON * b.max(1e-30),
+                "{a} vs {b}"
+            );
+        }
+    }
+
     #[test]
     fn causal_attention_matches_candle_ops() {
-        let (n_head, n_kv_head, hd, t, pos, capacity) = (6, 2, 24, 21, 10, 40);
+        // Widths with no fast path, with the 4-key scores only, with both; positions that are
+        // not a multiple of four keys.
+        for hd in [20, 24, 64, 128] {
+            attention_matches_candle_ops(hd);
+        }
+    }
+
+    fn attention_matches_candle_ops(hd: usize) {
+        let (n_head, n_kv_head, t, pos, capacity) = (6, 2, 21, 10, 40);
         let value = |i: usize, m: usize| ((i * m) % 997) as f32 / 250.0 - 2.0;
         let q: Vec<f32> = (0..n_head * t * hd).map(|i| value(i, 7919)).collect();
         let keys: Vec<f32> = (0..n_kv_head * capacity * hd)
