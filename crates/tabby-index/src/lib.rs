@@ -8,6 +8,7 @@ mod fetch_guard;
 mod git;
 mod hash_embedding;
 pub mod meta;
+mod read_directory;
 pub mod repo_files;
 mod summary;
 

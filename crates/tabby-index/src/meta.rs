@@ -8,9 +8,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use tabby_common::index::{IndexSchema, SCHEMA_VERSION};
-use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, directory::MmapDirectory};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy};
 
-use crate::code::intelligence::{DEFAULT_CHUNK_SIZE, TAGS_QUERY_VERSION};
+use crate::{
+    code::intelligence::{DEFAULT_CHUNK_SIZE, TAGS_QUERY_VERSION},
+    read_directory::ReadDirectory,
+};
 
 const META_FILE: &str = "tabby-index.json";
 /// Identifies the chunking algorithm; bump when chunk boundaries change.
@@ -92,7 +95,8 @@ pub fn open_writer(
     Ok((writer, reader))
 }
 
-/// Opens (or creates) the index in `dir`, wiping it first when it was written with another
+/// Opens (or creates) the index in `dir` for writing (read without memory maps, see
+/// `read_directory`), wiping it first when it was written with another
 /// schema version or cannot be opened with this schema.
 pub fn open_or_create(dir: &Path) -> anyhow::Result<Index> {
     let schema = IndexSchema::instance().schema.clone();
@@ -108,7 +112,7 @@ pub fn open_or_create(dir: &Path) -> anyhow::Result<Index> {
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot remove {}", dir.display()))?;
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let directory = MmapDirectory::open(dir)?;
+    let directory = ReadDirectory::open(dir)?;
     let index = match Index::open_or_create(directory, schema.clone()) {
         Ok(index) => index,
         Err(e) => {
@@ -118,7 +122,7 @@ pub fn open_or_create(dir: &Path) -> anyhow::Result<Index> {
             );
             std::fs::remove_dir_all(dir)?;
             std::fs::create_dir_all(dir)?;
-            Index::open_or_create(MmapDirectory::open(dir)?, schema)?
+            Index::open_or_create(ReadDirectory::open(dir)?, schema)?
         }
     };
     if read_meta(dir).is_none() {

@@ -214,6 +214,73 @@ async fn second_run_reembeds_nothing_and_an_edit_reembeds_only_its_file() {
     assert!(body.contains("settings") && !body.contains("'conf'"));
 }
 
+/// The test embedding, failing every batch that holds a chunk containing `fail_on`.
+struct FailingEmbedding {
+    inner: HashEmbedding,
+    fail_on: &'static str,
+}
+
+#[async_trait::async_trait]
+impl tabby_inference::Embedding for FailingEmbedding {
+    async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, tabby_inference::ModelError> {
+        if inputs.iter().any(|t| t.contains(self.fail_on)) {
+            return Err(tabby_inference::ModelError::Backend(
+                "the backend is down".into(),
+            ));
+        }
+        tabby_inference::Embedding::embed(&self.inner, inputs).await
+    }
+}
+
+#[tokio::test]
+async fn files_with_failed_chunks_are_indexed_again_by_the_next_run() {
+    let f = Fixture::new();
+    let inner = HashEmbedding::new(32);
+    let model_id = inner.model_id();
+    let failing = FailingEmbedding {
+        inner,
+        fail_on: "def handler_",
+    };
+    let setup = EmbeddingSetup {
+        model_id,
+        model: Arc::new(failing),
+        max_input_bytes: 5120,
+    };
+    assert_eq!(f.index().await.files_indexed, 4);
+    // An edit, indexed while the backend fails: its batch holds only that file's chunks.
+    let handlers = std::fs::read_to_string(f.repo.join("src/handlers.py")).unwrap();
+    write(
+        &f.repo,
+        "src/handlers.py",
+        &format!("{handlers}\ndef handler_new():\n    return 1\n"),
+    );
+    commit_all(&f.repo, "edit");
+    let mut indexer = CodeIndexer::open(&f.index_dir, Some(setup), LanguageTable::builtin())
+        .await
+        .unwrap();
+    let first = indexer
+        .index_repository(&f.source(&[]), &f.repos_dir, &NoProgress)
+        .await
+        .unwrap();
+    drop(indexer);
+    assert_eq!(first.files_indexed, 1, "{first}");
+    assert_eq!(first.chunks_failed, first.chunks, "{first}");
+    // The backend is back: only the file whose chunks failed is indexed again, in full.
+    let second = f.index().await;
+    assert_eq!(second.files_indexed, 1, "{second}");
+    assert_eq!(second.chunks_failed, 0, "{second}");
+    assert_eq!(second.chunks_embedded, second.chunks, "{second}");
+    let third = f.index().await;
+    assert_eq!(third.files_indexed, 0, "{third}");
+    assert_eq!(third.removed, 0, "{third}");
+    let handlers = f
+        .chunks()
+        .iter()
+        .filter(|c| c.0 == "src/handlers.py")
+        .count();
+    assert!(handlers > 3);
+}
+
 #[tokio::test]
 async fn deleted_files_are_removed_and_working_tree_is_not_read() {
     let f = Fixture::new();

@@ -10,7 +10,7 @@ pub mod relations;
 mod stat_cache;
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::{BTreeMap, HashMap, HashSet},
     path::{Path, PathBuf},
     sync::Arc,
     time::Instant,
@@ -29,9 +29,8 @@ use tabby_common::{
 };
 use tabby_inference::Embedding;
 use tantivy::{
-    DocSet, Index, IndexReader, IndexWriter, TantivyDocument, Term,
+    DocSet, Index, IndexReader, IndexWriter, TantivyDocument,
     collector::Count,
-    query::{BooleanQuery, Occur, RangeQuery, TermQuery},
     schema::{IndexRecordOption, OwnedValue},
 };
 use tracing::{info, warn};
@@ -251,13 +250,14 @@ impl CodeIndexer {
                 pipeline::FileSource::Directory { files, cache }
             }
         };
+        let rows = Arc::new(self.source_rows(&repo.source_id)?);
         let mut stages = pipeline::Pipeline::start(
             files,
             pipeline::ReadContext {
                 source_id: repo.source_id.clone(),
                 git_url: git_url.clone(),
                 languages: self.languages.clone(),
-                reader: self.reader.clone(),
+                indexed: rows.clone(),
                 max_embedding_bytes: self.embedding.as_ref().map_or(0, |e| e.max_input_bytes),
                 read_nanos: Default::default(),
                 prepare_nanos: Default::default(),
@@ -279,7 +279,7 @@ impl CodeIndexer {
                 warn!("cannot write {}: {e}", path.display());
             }
         }
-        summary.removed = self.remove_stale(&repo.source_id, &expected)?;
+        summary.removed = self.remove_stale(&rows, &expected);
         let commit_started = Instant::now();
         self.commit()?;
         self.times.commit += commit_started.elapsed().as_secs_f64();
@@ -430,14 +430,12 @@ impl CodeIndexer {
         Ok(())
     }
 
-    /// Deletes the rows of `source_id` whose document id is not in `expected`. Walks the id
-    /// terms under the source's prefix (document ids start with `{source_id}:::`) instead of
-    /// reading the stored rows: a re-index with nothing changed costs a term-dictionary scan.
-    fn remove_stale(
-        &mut self,
-        source_id: &str,
-        expected: &HashSet<String>,
-    ) -> anyhow::Result<usize> {
+    /// The files of `source_id` in the index, by document id, and whether each is indexed in
+    /// full (no failed chunks). Walks the id terms under the source's prefix (document ids
+    /// start with `{source_id}:::`) once, before a run: the run's check of each file it lists is
+    /// then a lookup instead of two queries over every segment, and the files it did not list
+    /// are the ones left here.
+    fn source_rows(&mut self, source_id: &str) -> anyhow::Result<HashMap<String, bool>> {
         let schema = IndexSchema::instance();
         self.reader.reload()?;
         let searcher = self.reader.searcher();
@@ -445,9 +443,15 @@ impl CodeIndexer {
         let mut upper = prefix.clone().into_bytes();
         // `{source_id}:::{` → `{source_id}:::|`, the first key after every id of the source.
         *upper.last_mut().expect("the prefix is not empty") += 1;
-        let mut stale = HashSet::new();
+        let failed_field = schema
+            .schema
+            .get_field_name(schema.field_failed_chunks_count);
+        let mut rows: HashMap<String, bool> = HashMap::new();
         for segment in searcher.segment_readers() {
             let inverted = segment.inverted_index(schema.field_id)?;
+            // A segment without any document row has no such column.
+            let failed = segment.fast_fields().column_opt::<u64>(failed_field)?;
+            let alive = segment.alive_bitset();
             let mut terms = inverted
                 .terms()
                 .range()
@@ -458,34 +462,37 @@ impl CodeIndexer {
                 let Ok(id) = std::str::from_utf8(terms.key()) else {
                     continue;
                 };
-                if expected.contains(id) || stale.contains(id) {
-                    continue;
-                }
-                // Terms outlive their deleted rows until a merge: count only live ones.
+                // Terms outlive their deleted rows until a merge: only live rows count.
                 let mut postings = inverted
                     .read_postings_from_terminfo(terms.value(), IndexRecordOption::Basic)?;
-                let live = match segment.alive_bitset() {
-                    None => postings.doc() != tantivy::TERMINATED,
-                    Some(alive) => loop {
-                        let doc = postings.doc();
-                        if doc == tantivy::TERMINATED {
-                            break false;
-                        }
-                        if alive.is_alive(doc) {
-                            break true;
-                        }
-                        postings.advance();
-                    },
-                };
+                let (mut live, mut complete) = (false, true);
+                while postings.doc() != tantivy::TERMINATED {
+                    let doc = postings.doc();
+                    if alive.is_none_or(|a| a.is_alive(doc)) {
+                        live = true;
+                        complete &= failed.as_ref().and_then(|f| f.first(doc)).unwrap_or(0) == 0;
+                    }
+                    postings.advance();
+                }
                 if live {
-                    stale.insert(id.to_string());
+                    let entry = rows.entry(id.to_string()).or_insert(true);
+                    *entry &= complete;
                 }
             }
         }
-        for id in &stale {
+        Ok(rows)
+    }
+
+    /// Deletes the files of `rows` (a source's files before the run) that the run did not
+    /// list.
+    fn remove_stale(&mut self, rows: &HashMap<String, bool>, expected: &HashSet<String>) -> usize {
+        let schema = IndexSchema::instance();
+        let mut removed = 0;
+        for id in rows.keys().filter(|id| !expected.contains(*id)) {
             self.writer.delete_term(schema.id_term(id));
+            removed += 1;
         }
-        Ok(stale.len())
+        removed
     }
 
     /// Removes every code row whose source is not in `keep` (repositories dropped from the config).
@@ -586,32 +593,6 @@ impl CodeIndexer {
         self.last_commit = Instant::now();
         Ok(())
     }
-}
-
-/// Whether `id` has a committed document row with no failed chunks.
-fn is_indexed(reader: &IndexReader, id: &str) -> anyhow::Result<bool> {
-    let schema = IndexSchema::instance();
-    let searcher = reader.searcher();
-    let id_query = || -> Box<dyn tantivy::query::Query> {
-        Box::new(TermQuery::new(schema.id_term(id), IndexRecordOption::Basic))
-    };
-    if searcher.search(&id_query(), &Count)? == 0 {
-        return Ok(false);
-    }
-    let failed = BooleanQuery::new(vec![
-        (Occur::Must, id_query()),
-        (
-            Occur::Must,
-            Box::new(RangeQuery::new(
-                std::ops::Bound::Included(Term::from_field_u64(
-                    schema.field_failed_chunks_count,
-                    1,
-                )),
-                std::ops::Bound::Unbounded,
-            )),
-        ),
-    ]);
-    Ok(searcher.search(&failed, &Count)? == 0)
 }
 
 /// `{source_id}:::{"path":…,"language":…,"git_hash":…}` — content-addressed.

@@ -5,7 +5,7 @@
 //! are bounded, so a slow stage holds back the others instead of filling memory.
 
 use std::{
-    collections::HashSet,
+    collections::{HashMap, HashSet},
     path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
@@ -25,14 +25,13 @@ use tabby_common::{
     },
     languages::LanguageTable,
 };
-use tantivy::{IndexReader, TantivyDocument};
+use tantivy::TantivyDocument;
 
 use super::stat_cache::{FileStamp, StatCache, StatCacheUpdate};
 use super::{
     chunk_defines, chunk_symbols, clip_front, document_id,
     filter::{self, MAX_FILE_BYTES, SkipReason},
     intelligence::{self, DEFAULT_CHUNK_SIZE},
-    is_indexed,
     relations::FileRecord,
 };
 use crate::git::{self, RefSnapshot};
@@ -60,7 +59,10 @@ pub(super) struct ReadContext {
     pub source_id: String,
     pub git_url: String,
     pub languages: Arc<LanguageTable>,
-    pub reader: IndexReader,
+    /// The source's files in the index when the run started, and whether each is indexed in
+    /// full (`CodeIndexer::source_rows`). A file listed twice in one run (in two refs) is a
+    /// duplicate the second time, so rows written during the run need no lookup.
+    pub indexed: Arc<HashMap<String, bool>>,
     /// Bytes of text embedded per chunk (0: all of it).
     pub max_embedding_bytes: usize,
     /// Busy nanoseconds of the reader and of the prepare workers together.
@@ -321,7 +323,7 @@ fn decide(
     if !expected.insert(id.clone()) {
         return Ok(Read::Duplicate);
     }
-    if is_indexed(&context.reader, &id)? {
+    if context.indexed.get(&id) == Some(&true) {
         return Ok(Read::Skipped(SkipReason::Unchanged));
     }
     let text = match read()? {
