@@ -135,6 +135,84 @@ git_url = "file://{repo}"
     assert_eq!(status, 422);
 }
 
+/// The edited file's own import statements, read from its indexed version, reach the prompt
+/// above the editor's window (which starts below them): the repository's module first, whole,
+/// once; a request for a repository that is not configured gets none.
+#[tokio::test]
+async fn completion_prompt_shows_the_files_imports_above_the_editors_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let body: String = (0..60)
+        .map(|i| format!("    total_{i} = total_{i} + {i}\n"))
+        .collect();
+    let cart = format!(
+        "import os\nfrom pricing import compute_discounted_price\n\n\ndef cart_total(items):\n{body}    return total\n"
+    );
+    let repo = make_repo(
+        tmp.path(),
+        "shop",
+        &[
+            (
+                "src/pricing.py",
+                "def compute_discounted_price(price, discount_rate):\n    return round(price * (1 - discount_rate), 2)\n",
+            ),
+            ("src/cart.py", &cart),
+        ],
+    );
+    let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["0.9)"])).await;
+    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
+    let config = format!(
+        r#"
+[[repositories]]
+git_url = "file://{repo}"
+
+{embedding}{completion}"#,
+        repo = repo.display(),
+        embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
+        completion = llama_completion_config(&model.url()),
+    );
+    let server = TabbyServer::start(&config);
+    wait_for_index(
+        &server,
+        &json!({"query": "cart_total total", "git_url": "https://github.com/acme/shop.git",
+                "params": {"min_embedding_score": -1.0}}),
+    )
+    .await;
+    // tabby-agent's window: the 40 lines before the cursor, far below the imports.
+    let lines: Vec<&str> = cart.lines().collect();
+    let prefix = lines[20..60].join("\n") + "\n    return compute_";
+    let complete = |git_url: &'static str| {
+        let prefix = prefix.clone();
+        let url = server.url("/v1/completions");
+        async move {
+            post_json(
+                &url,
+                &json!({
+                    "language": "python",
+                    "segments": {"prefix": prefix, "suffix": "\n", "filepath": "src/cart.py", "git_url": git_url},
+                    "debug_options": {"return_prompt": true}
+                }),
+            )
+            .await
+        }
+    };
+    let (status, answer) = complete("git@github.com:acme/shop.git").await;
+    assert_eq!(status, 200, "{answer}");
+    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
+    let header = "import os\nfrom pricing import compute_discounted_price\n\n";
+    let at = prompt.find(header).unwrap_or_else(|| panic!("{prompt}"));
+    assert!(
+        prompt[at + header.len()..].starts_with("    total_"),
+        "the header sits right above the prefix: {prompt}"
+    );
+    assert_eq!(prompt.matches("from pricing import").count(), 1, "{prompt}");
+    assert!(prompt.len() <= 1536);
+
+    let (status, answer) = complete("https://github.com/acme/unrelated.git").await;
+    assert_eq!(status, 200, "{answer}");
+    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
+    assert!(!prompt.contains("from pricing import"), "{prompt}");
+}
+
 /// Generated and vendored files are indexed but left out of search, completion snippets and
 /// MCP-style callers unless the caller asks for them; each hit names its origin.
 #[tokio::test]

@@ -335,6 +335,11 @@ pub struct CompletionConfig {
     /// (0: none).
     #[serde(default = "default_import_snippets")]
     pub import_snippets: usize,
+    /// Most bytes of the edited file's own import statements (from its indexed version) written
+    /// above the prefix when the editor's window does not show them, the ones of the
+    /// repository's own modules first (0: none).
+    #[serde(default = "default_import_header_bytes")]
+    pub import_header_bytes: usize,
 }
 
 fn default_true() -> bool {
@@ -343,6 +348,12 @@ fn default_true() -> bool {
 
 fn default_import_snippets() -> usize {
     4
+}
+
+/// On the completion eval (README, "What context does to completions"), 512 bytes matched or
+/// beat 256 on six of seven sets and doubled identifier match on click and markdown.
+fn default_import_header_bytes() -> usize {
+    512
 }
 
 /// How snippets are written into a completion prompt.
@@ -394,6 +405,7 @@ impl Default for CompletionConfig {
             search_hits_from_both_legs: false,
             steady_snippets: true,
             import_snippets: default_import_snippets(),
+            import_header_bytes: default_import_header_bytes(),
         }
     }
 }

@@ -47,6 +47,14 @@ pub struct CodeSearchHit {
     pub doc: CodeSearchDocument,
 }
 
+/// One import statement of a file as written (its lines kept), and whether it resolves to a
+/// file of the same repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportStatement {
+    pub text: String,
+    pub internal: bool,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CodeSearchError {
     /// No index exists yet (nothing indexed, or indexing has not finished its first commit).
@@ -72,6 +80,16 @@ pub trait CodeSearch: Send + Sync {
         _query: CodeSearchQuery,
         _limit: usize,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
+        Ok(vec![])
+    }
+
+    /// The top-level import statements of `query.filepath` as indexed, as written and in file
+    /// order: what a completion prompt shows of the imports above the editor's window.
+    /// Default: none.
+    async fn file_imports(
+        &self,
+        _query: CodeSearchQuery,
+    ) -> Result<Vec<ImportStatement>, CodeSearchError> {
         Ok(vec![])
     }
 

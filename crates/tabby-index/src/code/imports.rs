@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use tabby_common::api::code::ImportStatement;
+
 /// A repository's indexed files, with lookups by file name and by directory name so that
 /// resolving an import costs the few files of that name, not a scan of the repository.
 #[derive(Debug, Default)]
@@ -231,6 +233,92 @@ pub fn statements(language: &str, text: &str) -> Vec<String> {
         }
     }
     out.extend(open);
+    out
+}
+
+/// Most bytes of one header statement (a longer one is left out, not cut).
+const MAX_HEADER_STATEMENT: usize = 1024;
+
+/// The file's top-level import statements as written, in file order (Python: unindented
+/// `import`/`from` lines; Rust: `use` items; Go: `import` lines and blocks; Java/Kotlin:
+/// `import`; JavaScript/TypeScript: `import`, `export … from` and `… = require(…)`), each marked
+/// `internal` when it resolves to a file of `paths`. What a completion prompt shows of the
+/// imports above the editor's window.
+pub fn header_statements(
+    language: &str,
+    current: &str,
+    text: &str,
+    paths: &PathIndex,
+) -> Vec<ImportStatement> {
+    let python = language == "python";
+    let starts: &[&str] = match language {
+        "python" => &["import ", "from "],
+        "rust" => &["use ", "pub use ", "pub(crate) use "],
+        "go" => &["import ", "import("],
+        "java" | "kotlin" => &["import "],
+        _ => &["import ", "import{", "export ", "const ", "let ", "var "],
+    };
+    let js = !matches!(language, "python" | "rust" | "go" | "java" | "kotlin");
+    let mut out: Vec<ImportStatement> = Vec::new();
+    // (joined on one line, as written)
+    let mut open: Option<(String, String)> = None;
+    let finish = |joined: String, written: String, out: &mut Vec<ImportStatement>| {
+        if written.len() > MAX_HEADER_STATEMENT || out.len() >= MAX_STATEMENTS {
+            return;
+        }
+        if js && js_import(&joined).is_none() {
+            return;
+        }
+        if python && !joined.starts_with("import ") && !joined.contains(" import ") {
+            return;
+        }
+        let internal = !resolve_statements(language, current, std::slice::from_ref(&joined), paths)
+            .files
+            .is_empty();
+        out.push(ImportStatement {
+            text: written,
+            internal,
+        });
+    };
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if let Some((mut joined, mut written)) = open.take() {
+            joined.push(' ');
+            joined.push_str(trimmed);
+            written.push('\n');
+            written.push_str(line.trim_end());
+            let python_continues = python && joined.ends_with('\\');
+            if (closes(language, &joined) && !python_continues)
+                || written.len() > MAX_HEADER_STATEMENT
+            {
+                finish(joined, written, &mut out);
+            } else {
+                open = Some((joined, written));
+            }
+            continue;
+        }
+        // Top level only: an indented import is local to a function or a condition.
+        if line.starts_with([' ', '\t']) || !starts.iter().any(|p| trimmed.starts_with(p)) {
+            continue;
+        }
+        if js
+            && !(trimmed.starts_with("import")
+                || trimmed.contains(" from ")
+                || trimmed.contains("require("))
+        {
+            continue;
+        }
+        let joined = trimmed.to_string();
+        let written = line.trim_end().to_string();
+        if closes(language, &joined) && !(python && joined.ends_with('\\')) {
+            finish(joined, written, &mut out);
+        } else {
+            open = Some((joined, written));
+        }
+    }
+    if let Some((joined, written)) = open {
+        finish(joined, written, &mut out);
+    }
     out
 }
 
@@ -733,6 +821,87 @@ mod tests {
             &["src/main/java/com/acme/Pricing.java"],
             &["Pricing"],
         );
+    }
+
+    fn header(language: &str, current: &str, text: &str, repo: &[&str]) -> Vec<(String, bool)> {
+        header_statements(language, current, text, &paths(repo))
+            .into_iter()
+            .map(|s| (s.text, s.internal))
+            .collect()
+    }
+
+    #[test]
+    fn header_statements_are_top_level_imports_as_written() {
+        let repo = [
+            "src/shop/pricing.py",
+            "src/shop/util.py",
+            "src/shop/checkout.py",
+        ];
+        let text = "\"\"\"Checkout.\"\"\"\nimport os\nfrom .pricing import (\n    compute_price,\n    round_cents,\n)\nfrom . import util\nfrom typing import \\\n    Any\n\nif TYPE_CHECKING:\n    from .cart import Cart\n\ndef f():\n    import json\n    return util.x()\n";
+        assert_eq!(
+            header("python", "src/shop/checkout.py", text, &repo),
+            vec![
+                ("import os".to_string(), false),
+                (
+                    "from .pricing import (\n    compute_price,\n    round_cents,\n)".to_string(),
+                    true
+                ),
+                ("from . import util".to_string(), true),
+                ("from typing import \\\n    Any".to_string(), false),
+            ]
+        );
+        let go = "package main\n\nimport (\n\t\"fmt\"\n\tp \"example.com/shop/internal/pricing\"\n)\n\nfunc main() {}\n";
+        assert_eq!(
+            header(
+                "go",
+                "cmd/shop/main.go",
+                go,
+                &["internal/pricing/price.go", "cmd/shop/main.go"]
+            ),
+            vec![(
+                "import (\n\t\"fmt\"\n\tp \"example.com/shop/internal/pricing\"\n)".to_string(),
+                true
+            )]
+        );
+        let ts = "import React from 'react';\nimport {\n  fetchUser,\n} from './api/client';\nexport const x = 1;\nconst legacy = require('./legacy');\nconst y = 2;\n";
+        assert_eq!(
+            header(
+                "typescript",
+                "src/app.ts",
+                ts,
+                &["src/api/client.ts", "src/legacy.js", "src/app.ts"]
+            ),
+            vec![
+                ("import React from 'react';".to_string(), false),
+                (
+                    "import {\n  fetchUser,\n} from './api/client';".to_string(),
+                    true
+                ),
+                ("const legacy = require('./legacy');".to_string(), true),
+            ]
+        );
+        let rust = "use std::fmt;\nuse crate::pricing::{\n    compute,\n};\nmod steps;\n\nfn f() {\n    use crate::pricing::x;\n}\n";
+        assert_eq!(
+            header(
+                "rust",
+                "src/checkout.rs",
+                rust,
+                &["src/pricing.rs", "src/checkout.rs"]
+            ),
+            vec![
+                ("use std::fmt;".to_string(), false),
+                ("use crate::pricing::{\n    compute,\n};".to_string(), true),
+            ]
+        );
+    }
+
+    /// A statement that never closes, or a huge one, is bounded: left out, not cut.
+    #[test]
+    fn header_statements_are_bounded() {
+        let open = format!("from .a import (\n{}", "    name,\n".repeat(10_000));
+        assert!(header("python", "x.py", &open, &["a.py"]).is_empty());
+        let many: String = (0..1000).map(|i| format!("import m{i}\n")).collect();
+        assert_eq!(header("python", "x.py", &many, &[]).len(), MAX_STATEMENTS);
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct Variant {
     best_last: bool,
     /// `agree`: `search_hits_from_both_legs = true`.
     agree: bool,
+    /// `headerN`: `import_header_bytes = N`.
+    import_header_bytes: Option<usize>,
     /// `nosteady`: `steady_snippets = false` (the eval's queries of one file come one after
     /// the other, as a user's cursor would).
     no_steady: bool,
@@ -113,6 +115,7 @@ impl Variant {
             best_last: false,
             agree: false,
             no_steady: false,
+            import_header_bytes: None,
         };
         for part in spec.split('+') {
             match part {
@@ -129,7 +132,9 @@ impl Variant {
                 "agree" => v.agree = true,
                 "nosteady" => v.no_steady = true,
                 other => {
-                    if let Some(n) = numbered(other, "heads")? {
+                    if let Some(n) = numbered(other, "header")? {
+                        v.import_header_bytes = Some(n);
+                    } else if let Some(n) = numbered(other, "heads")? {
                         v.head_lines = Some(n);
                     } else if let Some(n) = numbered(other, "suffix")? {
                         v.suffix_bytes = Some(n);
@@ -141,7 +146,7 @@ impl Variant {
                         v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headsN, suffixN, snippetsN, maxN, clipN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headerN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -158,9 +163,13 @@ impl Variant {
             c.snippet_bytes = crate::services::completion::prompt::UPSTREAM_SNIPPET_BYTES;
             c.code_search_params = CodeSearchParams::upstream_completion();
             c.import_snippets = 0;
+            c.import_header_bytes = 0;
         }
         if self.no_imports {
             c.import_snippets = 0;
+        }
+        if let Some(n) = self.import_header_bytes {
+            c.import_header_bytes = n;
         }
         if let Some(n) = self.head_lines {
             c.snippet_head_lines = n;

@@ -8,7 +8,9 @@ use std::{
 };
 
 use tabby_common::{
-    api::code::{CodeSearchError, CodeSearchHit, CodeSearchQuery, CodeSearchScores},
+    api::code::{
+        CodeSearchError, CodeSearchHit, CodeSearchQuery, CodeSearchScores, ImportStatement,
+    },
     index::{
         IndexSchema,
         code::{code_search_filter, fields},
@@ -31,8 +33,17 @@ pub struct PathCache {
     imports: Mutex<(u64, ImportsByFile)>,
 }
 
-/// (source id, file path) → the file's resolved imports.
-type ImportsByFile = HashMap<(String, String), Arc<imports::Imports>>;
+/// (source id, file path) → the file's imports.
+type ImportsByFile = HashMap<(String, String), Arc<FileImports>>;
+
+/// What the indexed version of a file imports.
+#[derive(Debug, Default)]
+pub struct FileImports {
+    /// Resolved to files of the repository, with the imported names.
+    resolved: imports::Imports,
+    /// Its top-level import statements as written.
+    header: Vec<ImportStatement>,
+}
 
 /// How many times a word of the query counts against once for a word of an imported name.
 /// On the generated sets, 2 instead of 1 lowered the import candidates' Recall@1 (markdown
@@ -50,8 +61,8 @@ impl PathCache {
         searcher: &Searcher,
         source_id: &str,
         filepath: &str,
-        resolve: impl FnOnce() -> Result<imports::Imports, CodeSearchError>,
-    ) -> Result<Arc<imports::Imports>, CodeSearchError> {
+        resolve: impl FnOnce() -> Result<FileImports, CodeSearchError>,
+    ) -> Result<Arc<FileImports>, CodeSearchError> {
         let generation = searcher.generation().generation_id();
         let key = (source_id.to_string(), filepath.to_string());
         {
@@ -108,6 +119,46 @@ impl PathCache {
 }
 
 impl CodeSearchService {
+    /// The imports of `filepath` as indexed, resolved and as written; once per index
+    /// generation (an editor asks again and again in the same file).
+    fn file_imports_at(
+        &self,
+        searcher: &Searcher,
+        paths: &imports::PathIndex,
+        source_id: &str,
+        language: &str,
+        filepath: &str,
+    ) -> Result<Arc<FileImports>, CodeSearchError> {
+        self.paths
+            .indexed_imports(searcher, source_id, filepath, || {
+                let text = indexed_text(searcher, source_id, filepath)?;
+                Ok(FileImports {
+                    resolved: imports::resolve(language, filepath, &text, paths),
+                    header: imports::header_statements(language, filepath, &text, paths),
+                })
+            })
+    }
+
+    /// The top-level import statements of `query.filepath` as indexed (none without a filepath
+    /// or language, or when the file is not indexed).
+    pub fn file_imports(
+        &self,
+        query: &CodeSearchQuery,
+    ) -> Result<Vec<ImportStatement>, CodeSearchError> {
+        let (Some(filepath), Some(language)) =
+            (query.filepath.as_deref(), query.language.as_deref())
+        else {
+            return Ok(vec![]);
+        };
+        let language = self.languages.get(language).canonical_name().to_string();
+        let searcher = self.loaded()?.reader.searcher();
+        let filepath = filepath.replace('\\', "/");
+        let paths = self.paths.paths(&searcher);
+        let file =
+            self.file_imports_at(&searcher, &paths, &query.source_id, &language, &filepath)?;
+        Ok(file.header.clone())
+    }
+
     /// Up to `limit` chunks of the files `query.filepath` imports; none without a filepath or
     /// language, or when nothing it imports is in the index.
     pub async fn search_imports(
@@ -124,14 +175,9 @@ impl CodeSearchService {
         let searcher = self.loaded()?.reader.searcher();
         let filepath = filepath.replace('\\', "/");
         let paths = self.paths.paths(&searcher);
-        // The indexed file's imports are resolved once per index generation (an editor asks
-        // again and again in the same file); the prefix's on every request.
-        let indexed = self
-            .paths
-            .indexed_imports(&searcher, &query.source_id, &filepath, || {
-                let text = indexed_text(&searcher, &query.source_id, &filepath)?;
-                Ok(imports::resolve(&language, &filepath, &text, &paths))
-            })?;
+        let file =
+            self.file_imports_at(&searcher, &paths, &query.source_id, &language, &filepath)?;
+        let indexed = &file.resolved;
         let typed = imports::resolve(&language, &filepath, query::bounded(&query.content), &paths);
         let mut files = indexed.files.clone();
         files.extend(

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use tabby_common::{
     api::code::{
         CodeSearch, CodeSearchDocument, CodeSearchError, CodeSearchHit, CodeSearchQuery,
-        CodeSearchScores,
+        CodeSearchScores, ImportStatement,
     },
     config::CodeSearchParams,
     index::{
@@ -758,6 +758,13 @@ impl CodeSearch for CodeSearchService {
         limit: usize,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
         CodeSearchService::search_imports(self, &query, limit).await
+    }
+
+    async fn file_imports(
+        &self,
+        query: CodeSearchQuery,
+    ) -> Result<Vec<ImportStatement>, CodeSearchError> {
+        CodeSearchService::file_imports(self, &query)
     }
 
     async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError> {

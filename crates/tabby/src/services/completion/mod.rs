@@ -119,6 +119,7 @@ impl CompletionService {
             let mut snippets = snippets::client_snippets(segments);
             let rag_disabled = debug.is_some_and(|d| d.disable_retrieval_augmented_code_completion);
             let mut line_key = None;
+            let mut imports = Vec::new();
             if let (false, Some(search), Some(allowed)) =
                 (rag_disabled, &self.code_search, ctx.allowed_repositories)
             {
@@ -152,6 +153,11 @@ impl CompletionService {
                 };
                 snippets.extend(searched.iter().cloned());
                 line_key = Some((key, searched));
+                if self.config.import_header_bytes > 0 {
+                    imports =
+                        snippets::file_imports(search.as_ref(), allowed, segments, language_name)
+                            .await;
+                }
             }
             let suffix = segments.suffix.as_deref().unwrap_or_default();
             let (prefix, suffix) = if crlf {
@@ -176,6 +182,7 @@ impl CompletionService {
                     language,
                     filepath: segments.filepath.as_deref(),
                     repo_name: repo_name.as_ref().map(|u| u.name()),
+                    imports: &imports,
                 },
                 PromptBudget {
                     max_input_length: self.config.max_input_length,
@@ -184,6 +191,7 @@ impl CompletionService {
                     prefix_clip_lines: self.config.prefix_clip_lines,
                     head_lines: self.config.snippet_head_lines,
                     best_last: self.config.snippets_best_last,
+                    import_bytes: self.config.import_header_bytes,
                 },
             );
             if let (Some((key, searched)), true) = (&line_key, self.config.steady_snippets) {

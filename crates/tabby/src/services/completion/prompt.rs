@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use tabby_common::{config::SnippetFormat, languages::Language};
+use tabby_common::{api::code::ImportStatement, config::SnippetFormat, languages::Language};
 
 use super::types::Snippet;
 
@@ -70,6 +70,9 @@ pub struct PromptBudget {
     pub head_lines: usize,
     /// The chosen snippets written best last (`[completion] snippets_best_last`).
     pub best_last: bool,
+    /// Most bytes of the file's own import statements written above the prefix when the
+    /// prefix does not hold them (`[completion] import_header_bytes`; 0: none).
+    pub import_bytes: usize,
 }
 
 /// What goes into one prompt.
@@ -83,6 +86,8 @@ pub struct PromptInput<'a> {
     pub filepath: Option<&'a str>,
     /// The repository's name, for the repository format.
     pub repo_name: Option<&'a str>,
+    /// The current file's top-level import statements as indexed, in file order.
+    pub imports: &'a [ImportStatement],
 }
 
 /// A prompt and the snippets it holds.
@@ -122,9 +127,20 @@ pub fn build_prompt(
 
     // 1. The suffix, up to its share.
     let suffix_kept = head_lines(suffix, suffix.len().min(budget.suffix_bytes).min(room));
-    // 2. The snippets: their share, or all the prefix leaves.
-    let writer = SnippetWriter::new(format, input, budget.head_lines);
     let after_suffix = room - suffix_kept.len();
+    // 2. The file's import statements that the prefix does not show, up to their share.
+    let surely_kept = tail_lines(
+        input.prefix,
+        after_suffix.saturating_sub(budget.snippet_bytes + budget.import_bytes),
+    );
+    let header = import_header(
+        input.imports,
+        surely_kept,
+        budget.import_bytes.min(after_suffix),
+    );
+    let after_suffix = after_suffix - header.len();
+    // 3. The snippets: their share, or all the prefix leaves.
+    let writer = SnippetWriter::new(format, input, budget.head_lines);
     let snippet_room = budget
         .snippet_bytes
         .max(after_suffix.saturating_sub(input.prefix.len()))
@@ -135,29 +151,64 @@ pub fn build_prompt(
     } else {
         written
     };
-    // 3. The prefix: the rest; then the suffix may grow into what the prefix did not need.
+    // 4. The prefix: the rest; then the suffix may grow into what the prefix did not need.
     let prefix_room = after_suffix - written.len();
     // What the prefix would fill cut at its best line start; the suffix grows only into
     // what that leaves, not into the lines a block cut gives up (the suffix is read again on
     // every keystroke, so it should not grow while the user types).
     let best_prefix = tail_lines(input.prefix, prefix_room);
     let prefix = tail_lines_in_blocks(input.prefix, prefix_room, budget.prefix_clip_lines);
-    let suffix = head_lines(suffix, room - written.len() - best_prefix.len());
+    let suffix = head_lines(
+        suffix,
+        room - header.len() - written.len() - best_prefix.len(),
+    );
 
     let prompt = match (template, format) {
-        (None, _) => format!("{written}{prefix}"),
+        (None, _) => format!("{written}{header}{prefix}"),
         (Some(t), SnippetFormat::FileSep) => {
-            let filled = fill(&t.template, prefix, suffix).expect("validated at start-up");
+            let filled = fill(&t.template, &format!("{header}{prefix}"), suffix)
+                .expect("validated at start-up");
             format!("{written}{filled}")
         }
-        (Some(t), _) => {
-            fill(&t.template, &format!("{written}{prefix}"), suffix).expect("validated at start-up")
-        }
+        (Some(t), _) => fill(&t.template, &format!("{written}{header}{prefix}"), suffix)
+            .expect("validated at start-up"),
     };
     BuiltPrompt {
         prompt,
         snippets: chosen,
     }
+}
+
+/// The import statements the prompt shows above the prefix, within `max` bytes: those not in
+/// `prefix`, the ones that resolve to files of the repository first (where a call's callee is
+/// most likely defined), whole statements only, written in file order and followed by a blank
+/// line; empty when none fits.
+fn import_header(imports: &[ImportStatement], prefix: &str, max: usize) -> String {
+    let shown: Vec<&ImportStatement> = imports
+        .iter()
+        .filter(|s| !s.text.trim().is_empty() && !prefix.contains(s.text.trim()))
+        .collect();
+    let mut chosen = vec![false; shown.len()];
+    // The blank line that ends the header.
+    let mut used = 1;
+    for internal in [true, false] {
+        for (i, statement) in shown.iter().enumerate() {
+            let cost = statement.text.len() + 1;
+            if statement.internal == internal && used + cost <= max {
+                chosen[i] = true;
+                used += cost;
+            }
+        }
+    }
+    let mut header = String::new();
+    for (statement, _) in shown.iter().zip(&chosen).filter(|(_, c)| **c) {
+        header.push_str(&statement.text);
+        header.push('\n');
+    }
+    if !header.is_empty() {
+        header.push('\n');
+    }
+    header
 }
 
 /// Writes snippets in one format.
@@ -398,6 +449,7 @@ mod tests {
             prefix_clip_lines: 1,
             head_lines: 0,
             best_last: false,
+            import_bytes: 0,
         }
     }
 
@@ -421,6 +473,7 @@ mod tests {
                 language: table.get("python"),
                 filepath: Some("pkg/main.py"),
                 repo_name: Some("acme/app"),
+                imports: &[],
             },
             budget,
         )
@@ -828,6 +881,7 @@ mod tests {
                 language: table.get("unknown"),
                 filepath: None,
                 repo_name: None,
+                imports: &[],
             },
             budget(1000, 500, 100),
         );
@@ -852,5 +906,135 @@ mod tests {
         assert_eq!(head_lines("aa\nbb\ncc", 5), "aa\n");
         assert_eq!(head_lines("aaaaaa", 3), "aaa");
         assert_eq!(head_lines("éé", 3), "é");
+    }
+
+    fn statement(text: &str, internal: bool) -> ImportStatement {
+        ImportStatement {
+            text: text.into(),
+            internal,
+        }
+    }
+
+    /// The file's imports above the editor's window reach the prompt: whole statements, the
+    /// repository's own first when room is short, in file order, none the prefix shows, the
+    /// FIM tokens intact, within the whole budget.
+    #[test]
+    fn import_statements_the_prefix_does_not_show_go_above_it() {
+        let (prefix, suffix) = editor_request();
+        // A statement near the cursor, which the prefix keeps.
+        let prefix = prefix.replace(
+            "    result = helper(",
+            "    from .shown import visible\n    result = helper(",
+        );
+        let imports = [
+            statement("import os", false),
+            statement("from .pricing import (\n    compute_price,\n)", true),
+            statement("from .shown import visible", true),
+            statement("import collections.abc", false),
+            statement("from .cart import add_item", true),
+        ];
+        let table = LanguageTable::builtin();
+        let template = PromptTemplate::new(QWEN).unwrap();
+        let top = snippet("pkg/helper.py", "def helper(a, b):\n    return a + b");
+        for (import_bytes, expected) in [
+            (0, ""),
+            // The repository's own two (44 and 27 bytes with their newlines) and a blank line.
+            (
+                75,
+                "from .pricing import (\n    compute_price,\n)\nfrom .cart import add_item\n\n",
+            ),
+            (
+                200,
+                "import os\nfrom .pricing import (\n    compute_price,\n)\nimport collections.abc\nfrom .cart import add_item\n\n",
+            ),
+            // Too small for any: nothing, not a cut statement.
+            (10, ""),
+        ] {
+            let mut b = budget(1536, 512, 256);
+            b.import_bytes = import_bytes;
+            let built = build_prompt(
+                Some(&template),
+                SnippetFormat::FileSep,
+                &PromptInput {
+                    prefix: &prefix,
+                    suffix: &suffix,
+                    snippets: std::slice::from_ref(&top),
+                    language: table.get("python"),
+                    filepath: Some("pkg/main.py"),
+                    repo_name: Some("acme/app"),
+                    imports: &imports,
+                },
+                b,
+            );
+            let p = &built.prompt;
+            assert!(p.len() <= 1536, "{}", p.len());
+            assert!(p.contains("def helper(a, b):"), "{p}");
+            assert!(p.ends_with("<|fim_middle|>"));
+            let current = p.split("<|fim_prefix|>").nth(1).unwrap();
+            assert!(
+                current.starts_with(expected),
+                "import_bytes {import_bytes}: {current}"
+            );
+            let after = &current[expected.len()..];
+            assert!(
+                !after.starts_with("import ") && !after.starts_with("from "),
+                "{after}"
+            );
+            assert_eq!(p.matches("from .shown import visible").count(), 1, "{p}");
+            assert!(p.contains("    result = helper(<|fim_suffix|>"));
+        }
+    }
+
+    /// A statement the editor sent but the budget would cut from the prefix is written in the
+    /// header; one the kept prefix shows is not written twice.
+    #[test]
+    fn import_statements_cut_from_the_prefix_come_back() {
+        let (body, suffix) = editor_request();
+        let prefix = format!("from .cart import add_item\n{body}");
+        let imports = [statement("from .cart import add_item", true)];
+        let table = LanguageTable::builtin();
+        let template = PromptTemplate::new(QWEN).unwrap();
+        let mut b = budget(1536, 512, 256);
+        b.import_bytes = 256;
+        let built = build_prompt(
+            Some(&template),
+            SnippetFormat::FileSep,
+            &PromptInput {
+                prefix: &prefix,
+                suffix: &suffix,
+                snippets: &[],
+                language: table.get("python"),
+                filepath: Some("pkg/main.py"),
+                repo_name: Some("acme/app"),
+                imports: &imports,
+            },
+            b,
+        );
+        assert!(
+            built
+                .prompt
+                .starts_with("<|fim_prefix|>from .cart import add_item\n\n    value_"),
+            "{}",
+            built.prompt
+        );
+        let short = "from .cart import add_item\nx = add_item(";
+        let built = build_prompt(
+            Some(&template),
+            SnippetFormat::FileSep,
+            &PromptInput {
+                prefix: short,
+                suffix: "",
+                snippets: &[],
+                language: table.get("python"),
+                filepath: Some("pkg/main.py"),
+                repo_name: Some("acme/app"),
+                imports: &imports,
+            },
+            b,
+        );
+        assert_eq!(
+            built.prompt.matches("from .cart import add_item").count(),
+            1
+        );
     }
 }

@@ -3,7 +3,9 @@
 //! code search hits in the order search ranks them. The prompt builder takes the ones that fit.
 
 use tabby_common::{
-    api::code::{AllowedCodeRepository, CodeSearch, CodeSearchError, CodeSearchQuery},
+    api::code::{
+        AllowedCodeRepository, CodeSearch, CodeSearchError, CodeSearchQuery, ImportStatement,
+    },
     config::CodeSearchParams,
 };
 use tracing::warn;
@@ -98,6 +100,37 @@ pub async fn code_search_snippets(
         }
     }
     snippets
+}
+
+/// The top-level import statements of the edited file as indexed, if the caller may read its
+/// repository; none when search is not ready or fails.
+pub async fn file_imports(
+    code_search: &dyn CodeSearch,
+    allowed: &AllowedCodeRepository,
+    segments: &Segments,
+    language: &str,
+) -> Vec<ImportStatement> {
+    let (Some(git_url), Some(filepath)) = (segments.git_url.as_deref(), &segments.filepath) else {
+        return Vec::new();
+    };
+    let Some(repo) = allowed.closest_match(git_url) else {
+        return Vec::new();
+    };
+    let query = CodeSearchQuery {
+        include_generated: false,
+        filepath: Some(filepath.clone()),
+        language: Some(language.to_string()),
+        content: String::new(),
+        source_id: repo.source_id.clone(),
+    };
+    match code_search.file_imports(query).await {
+        Ok(imports) => imports,
+        Err(CodeSearchError::NotReady) => Vec::new(),
+        Err(e) => {
+            warn!("reading the file's imports failed, completing without them: {e}");
+            Vec::new()
+        }
+    }
 }
 
 /// Which score a snippet carries: import candidates have only BM25.
