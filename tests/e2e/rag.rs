@@ -213,6 +213,115 @@ git_url = "file://{repo}"
     assert!(!prompt.contains("from pricing import"), "{prompt}");
 }
 
+/// After `name.`, the outline of what the name leads to reaches the prompt: the module the
+/// file imports (its functions' signature lines, read from the repository), or the type a
+/// variable holds (its methods); a path or repository the request may not read gives none.
+#[tokio::test]
+async fn completion_prompt_outlines_what_the_name_before_the_cursor_leads_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_repo(
+        tmp.path(),
+        "shop",
+        &[
+            (
+                "shop/util.py",
+                "def format_money(amount, currency):\n    return f\"{amount} {currency}\"\n\n\ndef parse_money(text):\n    return float(text.split()[0])\n\n\ndef _internal():\n    pass\n",
+            ),
+            (
+                "shop/cart.py",
+                "class Cart:\n    def __init__(self):\n        self.items = []\n\n    def add_item(self, item, quantity=1):\n        self.items.append((item, quantity))\n\n    def total_price(self):\n        return sum(i.price * q for i, q in self.items)\n",
+            ),
+            (
+                "shop/checkout.py",
+                "from . import util\nfrom .cart import Cart\n\n\ndef checkout(cart: Cart):\n    return util.format_money(cart.total_price(), \"EUR\")\n",
+            ),
+        ],
+    );
+    let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["x)"])).await;
+    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
+    let config = format!(
+        r#"
+[[repositories]]
+git_url = "file://{repo}"
+
+[completion]
+outline_bytes = 384
+
+{embedding}{completion}"#,
+        repo = repo.display(),
+        embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
+        completion = llama_completion_config(&model.url()),
+    );
+    let server = TabbyServer::start(&config);
+    wait_for_index(
+        &server,
+        &json!({"query": "format_money currency", "git_url": "https://github.com/acme/shop.git",
+                "params": {"min_embedding_score": -1.0}}),
+    )
+    .await;
+    let prompt_for = |prefix: &'static str, filepath: &'static str, git_url: &'static str| {
+        let url = server.url("/v1/completions");
+        async move {
+            let (status, answer) = post_json(
+                &url,
+                &json!({
+                    "language": "python",
+                    "segments": {"prefix": prefix, "suffix": "\n", "filepath": filepath, "git_url": git_url},
+                    "debug_options": {"return_prompt": true, "return_snippets": true}
+                }),
+            )
+            .await;
+            assert_eq!(status, 200, "{answer}");
+            answer
+        }
+    };
+    let module = prompt_for(
+        "def checkout(cart: Cart):\n    return util.",
+        "shop/checkout.py",
+        "git@github.com:acme/shop.git",
+    )
+    .await;
+    let prompt = module["debug_data"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("# Path: shop/util.py\n# def format_money(amount, currency):\n# def parse_money(text):\n# def _internal():\n"),
+        "{prompt}"
+    );
+    // The outline is one of the snippets the prompt holds: signature lines only.
+    let snippets = module["debug_data"]["snippets"].as_array().unwrap();
+    assert!(
+        snippets.iter().any(|s| s["filepath"] == "shop/util.py"
+            && s["body"] == "def format_money(amount, currency):\ndef parse_money(text):\ndef _internal():\n"),
+        "{snippets:?}"
+    );
+
+    let typed = prompt_for(
+        "def checkout(cart: Cart):\n    total = cart.",
+        "shop/checkout.py",
+        "git@github.com:acme/shop.git",
+    )
+    .await;
+    let prompt = typed["debug_data"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("# class Cart:\n#     def add_item(self, item, quantity=1):\n#     def total_price(self):\n"),
+        "{prompt}"
+    );
+
+    // A file the index does not hold, or a repository the request may not read: no outline.
+    for (filepath, git_url) in [
+        ("../../../etc/passwd", "git@github.com:acme/shop.git"),
+        ("shop/checkout.py", "https://github.com/acme/unrelated.git"),
+    ] {
+        let answer = prompt_for("    return util.", filepath, git_url).await;
+        let snippets = answer["debug_data"]["snippets"].as_array().unwrap();
+        assert!(
+            !snippets
+                .iter()
+                .any(|s| s["body"].as_str().unwrap().contains("):\ndef ")),
+            "{filepath} {git_url}: {snippets:?}"
+        );
+    }
+}
+
 /// Generated and vendored files are indexed but left out of search, completion snippets and
 /// MCP-style callers unless the caller asks for them; each hit names its origin.
 #[tokio::test]

@@ -258,11 +258,15 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .or(options.no_webserver.then_some(false));
     // With the webserver, repositories can be added at run time: search must always exist.
     let code_search = (!config.repositories.is_empty() || enterprise.is_some()).then(|| {
-        Arc::new(CodeSearchService::new(
+        let mut service = CodeSearchService::new(
             paths.index_dir(),
             embedding.clone(),
             Arc::new(config.language_table()),
-        ))
+        );
+        service.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
+            paths.repositories_dir(),
+        )));
+        Arc::new(service)
     });
     let (layers, start_jobs, answer) = match enterprise {
         Some(e) => (e.layers, Some(e.start_jobs), Some(e.enable_answer)),

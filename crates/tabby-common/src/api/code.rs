@@ -47,6 +47,14 @@ pub struct CodeSearchHit {
     pub doc: CodeSearchDocument,
 }
 
+/// The signature lines of what a name before the cursor leads to (a module's top-level
+/// definitions, a type's members), from one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeOutline {
+    pub filepath: String,
+    pub body: String,
+}
+
 /// One import statement of a file as written (its lines kept), and whether it resolves to a
 /// file of the same repository.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +98,16 @@ pub trait CodeSearch: Send + Sync {
         &self,
         _query: CodeSearchQuery,
     ) -> Result<Vec<ImportStatement>, CodeSearchError> {
+        Ok(vec![])
+    }
+
+    /// When `query.content` ends with a chain of names (`util.`, `crate::error::`, `self.md.`),
+    /// the outline of what it leads to in the repository, within `max_bytes`. Default: none.
+    async fn receiver_outline(
+        &self,
+        _query: CodeSearchQuery,
+        _max_bytes: usize,
+    ) -> Result<Vec<CodeOutline>, CodeSearchError> {
         Ok(vec![])
     }
 

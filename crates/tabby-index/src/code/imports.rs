@@ -110,9 +110,9 @@ pub fn resolve_statements(
                         } else {
                             format!("{module}.{name}")
                         };
-                        add(python_candidates(&sub, dir, &current), &mut files);
+                        add(python_candidates(&sub, dir, &current, paths), &mut files);
                     }
-                    add(python_candidates(&module, dir, &current), &mut files);
+                    add(python_candidates(&module, dir, &current, paths), &mut files);
                     names.extend(imported);
                 }
             }
@@ -322,6 +322,269 @@ pub fn header_statements(
     out
 }
 
+/// Where a chain of names before the cursor (`util.`, `a.b.`, `crate::error::`, `ns.`) leads
+/// through the file's imports: the repository files of the module the chain names, and what is
+/// left of the chain after the module (a type or a name defined in those files).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bound {
+    pub files: Vec<String>,
+    pub rest: Vec<String>,
+}
+
+/// The module a chain of names starts with, through the import `statements` of the file
+/// `current` (as [`statements`] reads them) or a Rust path (`crate::`, `self::`, `super::`);
+/// `None` when its first name is not an imported module or name of the repository.
+pub fn bound_module(
+    language: &str,
+    current: &str,
+    statements: &[String],
+    chain: &[&str],
+    paths: &PathIndex,
+) -> Option<Bound> {
+    let current = current.replace('\\', "/");
+    let (&first, tail) = chain.split_first()?;
+    let existing = |candidates: Vec<String>| {
+        candidates
+            .into_iter()
+            .map(|c| normalize(&c))
+            .find(|c| *c != current && paths.contains(c))
+    };
+    let rest = |from: &[&str]| from.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    match language {
+        "python" => {
+            let dir = parent(&current);
+            let (module, name) = statements
+                .iter()
+                .take(MAX_STATEMENTS)
+                .find_map(|s| python_binding(s, first))?;
+            // The longest module path the chain names, then the module alone with the imported
+            // name (a class or function of it) first in what is left.
+            let base: Vec<String> = match &name {
+                Some(name) => vec![module.clone(), name.clone()],
+                None => vec![module.clone()],
+            };
+            for k in (0..=tail.len()).rev() {
+                let mut path = base.clone();
+                path.extend(tail[..k].iter().map(|s| s.to_string()));
+                if let Some(file) =
+                    existing(python_candidates(&dotted(&path), dir, &current, paths))
+                {
+                    return Some(Bound {
+                        files: vec![file],
+                        rest: rest(&tail[k..]),
+                    });
+                }
+            }
+            let name = name?;
+            let file = existing(python_candidates(&module, dir, &current, paths))?;
+            let mut left = vec![name];
+            left.extend(rest(tail));
+            Some(Bound {
+                files: vec![file],
+                rest: left,
+            })
+        }
+        "javascript-typescript"
+        | "javascript"
+        | "typescript"
+        | "javascriptreact"
+        | "typescriptreact" => {
+            let dir = parent(&current);
+            let (spec, name) = statements
+                .iter()
+                .take(MAX_STATEMENTS)
+                .find_map(|s| js_binding(s, first))?;
+            if !spec.starts_with('.') {
+                return None;
+            }
+            let file = existing(js_candidates(&format!("{dir}/{spec}")))?;
+            let mut left: Vec<String> = name.into_iter().collect();
+            left.extend(rest(tail));
+            Some(Bound {
+                files: vec![file],
+                rest: left,
+            })
+        }
+        "go" => {
+            let import = statements
+                .iter()
+                .take(MAX_STATEMENTS)
+                .flat_map(|s| go_bindings(s))
+                .find(|(name, _)| name == first)
+                .map(|(_, path)| path)?;
+            let files = go_package_files(&import, paths, &current);
+            (!files.is_empty()).then(|| Bound {
+                files,
+                rest: rest(tail),
+            })
+        }
+        "rust" => {
+            let mut path: Vec<String> = if matches!(first, "crate" | "self" | "super") {
+                vec![first.to_string()]
+            } else {
+                let full = statements
+                    .iter()
+                    .take(MAX_STATEMENTS)
+                    .flat_map(|s| rust_uses(s))
+                    .find(|(full, _)| full.rsplit("::").next() == Some(first))
+                    .map(|(full, _)| full)?;
+                full.split("::").map(str::to_string).collect()
+            };
+            path.extend(tail.iter().map(|s| s.to_string()));
+            let segments: Vec<&str> = path.iter().map(String::as_str).collect();
+            // The longest module path of the chain (its own file), else the module it starts in.
+            for k in (2..=segments.len()).rev() {
+                let candidates = rust_candidates(&segments[..k].join("::"), &current);
+                if let Some(file) = existing(candidates.into_iter().take(2).collect()) {
+                    return Some(Bound {
+                        files: vec![file],
+                        rest: rest(&segments[k..]),
+                    });
+                }
+            }
+            let file = existing(rust_candidates(segments.first()?, &current))?;
+            Some(Bound {
+                files: vec![file],
+                rest: rest(&segments[1..]),
+            })
+        }
+        _ => None,
+    }
+}
+
+fn dotted(path: &[String]) -> String {
+    let mut out = String::new();
+    for part in path {
+        if !(out.is_empty() || out.ends_with('.')) {
+            out.push('.');
+        }
+        out.push_str(part);
+    }
+    out
+}
+
+/// What `statement` binds `name` to: (module, None) for a module (`import a.b` binds `a` to
+/// `a`, `import a.b as x` binds `x` to `a.b`, `from . import x` binds `x` to `.` and `x`), or
+/// (module, Some(imported)) for a name imported from a module.
+fn python_binding(statement: &str, name: &str) -> Option<(String, Option<String>)> {
+    let statement = statement.split('#').next().unwrap_or("");
+    if let Some(rest) = statement.strip_prefix("from ") {
+        let (module, names) = rest.split_once(" import ")?;
+        let names = names.trim().trim_start_matches('(').trim_end_matches(')');
+        for item in names.split(',') {
+            let mut words = item.split_whitespace();
+            let imported = words.next()?;
+            let bound = match (words.next(), words.next()) {
+                (Some("as"), Some(alias)) => alias,
+                _ => imported,
+            };
+            if bound == name {
+                return Some((module.trim().to_string(), Some(imported.to_string())));
+            }
+        }
+        return None;
+    }
+    let rest = statement.strip_prefix("import ")?;
+    for item in rest.split(',') {
+        let mut words = item.split_whitespace();
+        let module = words.next()?;
+        match (words.next(), words.next()) {
+            (Some("as"), Some(alias)) if alias == name => return Some((module.to_string(), None)),
+            (None, _) if module.split('.').next() == Some(name) => {
+                return Some((name.to_string(), None));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// What a JavaScript/TypeScript import binds `name` to: (spec, None) for a namespace or default
+/// import (`import * as ns from './x'`, `import x from './x'`, `const x = require('./x')`),
+/// (spec, Some(imported)) for a named one (`import { a as b } from './x'`).
+fn js_binding(statement: &str, name: &str) -> Option<(String, Option<String>)> {
+    let (spec, _) = js_import(statement)?;
+    let head = statement.split(" from ").next().unwrap_or("");
+    let head = head
+        .trim_start_matches("import")
+        .trim_start()
+        .trim_start_matches("type ")
+        .trim_start_matches("export");
+    if let (Some(open), Some(close)) = (head.find('{'), head.rfind('}')) {
+        for item in head[open + 1..close].split(',') {
+            let mut words = item.split_whitespace();
+            let Some(imported) = words.next() else {
+                continue;
+            };
+            let bound = match (words.next(), words.next()) {
+                (Some("as"), Some(alias)) => alias,
+                _ => imported,
+            };
+            if bound == name {
+                return Some((spec, Some(imported.to_string())));
+            }
+        }
+    }
+    let outside = match (head.find('{'), head.rfind('}')) {
+        (Some(open), Some(close)) => format!("{} {}", &head[..open], &head[close + 1..]),
+        _ => head.to_string(),
+    };
+    let bound = outside
+        .replace(['=', ','], " ")
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "*" | "as" | "const" | "let" | "var" | "type"))
+        .any(|w| w == name || w.starts_with(&format!("{name}=")));
+    bound.then_some((spec, None))
+}
+
+/// The names a Go import statement binds and their import paths: the alias, else the path's
+/// last segment (a major-version suffix `v2` skipped).
+fn go_bindings(statement: &str) -> Vec<(String, String)> {
+    let body = statement
+        .trim_start_matches("import")
+        .trim()
+        .trim_start_matches('(')
+        .trim_end_matches(')');
+    let mut out = Vec::new();
+    let mut alias: Option<&str> = None;
+    let mut rest = body;
+    loop {
+        let rest_trimmed = rest.trim_start_matches(|c: char| c.is_whitespace() || c == ';');
+        if rest_trimmed.is_empty() {
+            break;
+        }
+        if let Some(after) = rest_trimmed.strip_prefix('"') {
+            let Some(end) = after.find('"') else { break };
+            let path = &after[..end];
+            let segments: Vec<&str> = path.split('/').collect();
+            let last = match segments.as_slice() {
+                [.., name, version]
+                    if version.starts_with('v') && version[1..].parse::<u32>().is_ok() =>
+                {
+                    *name
+                }
+                [.., name] => *name,
+                [] => "",
+            };
+            let bound = alias.take().unwrap_or(last);
+            if !matches!(bound, "_" | ".") {
+                out.push((bound.to_string(), path.to_string()));
+            }
+            rest = &after[end + 1..];
+        } else {
+            let end = rest_trimmed
+                .find(|c: char| c.is_whitespace() || c == '"')
+                .unwrap_or(rest_trimmed.len());
+            alias = Some(&rest_trimmed[..end]);
+            rest = &rest_trimmed[end..];
+        }
+        if out.len() >= MAX_USE_PATHS {
+            break;
+        }
+    }
+    out
+}
+
 /// Whether a statement is complete (its brackets closed, and for Rust its `;` reached).
 fn closes(language: &str, s: &str) -> bool {
     let depth = |o: char, c: char| s.matches(o).count() as i64 - s.matches(c).count() as i64;
@@ -362,7 +625,7 @@ fn python_imports(statement: &str) -> Vec<(String, Vec<String>)> {
 
 /// Paths module `module` (maybe relative: leading dots) may live at, relative to `dir` or to
 /// any ancestor of the current file (src layouts, packages below the repository root).
-fn python_candidates(module: &str, dir: &str, current: &str) -> Vec<String> {
+fn python_candidates(module: &str, dir: &str, current: &str, paths: &PathIndex) -> Vec<String> {
     let dots = module.chars().take_while(|&c| c == '.').count();
     let rest = module[dots..].replace('.', "/");
     let forms = |base: &str| {
@@ -382,12 +645,30 @@ fn python_candidates(module: &str, dir: &str, current: &str) -> Vec<String> {
         }
         return forms(&base);
     }
-    // Absolute: the repository root, then each ancestor of the current file.
+    // Absolute: the repository root, then each ancestor of the current file, then any
+    // directory that holds the module's path (a `src/` or `lib/` layout seen from `tests/`),
+    // the shortest first.
     let mut out = forms("");
     let mut base = parent(current);
     while !base.is_empty() {
         out.extend(forms(base));
         base = parent(base);
+    }
+    if !rest.is_empty() {
+        let file = rest.rsplit('/').next().unwrap_or(&rest);
+        let mut found: Vec<&String> = paths
+            .named(&format!("{file}.py"))
+            .iter()
+            .filter(|p| p.ends_with(&format!("/{rest}.py")))
+            .chain(
+                paths
+                    .named("__init__.py")
+                    .iter()
+                    .filter(|p| p.ends_with(&format!("/{rest}/__init__.py"))),
+            )
+            .collect();
+        found.sort_by_key(|p| (p.len(), p.as_str()));
+        out.extend(found.into_iter().take(MAX_FILES).cloned());
     }
     out
 }
@@ -694,6 +975,15 @@ mod tests {
             ],
             &["add_item", "compute_price", "items", "round_cents", "util"],
         );
+        // A test outside the package's `src/` directory.
+        check(
+            "python",
+            "tests/test_checkout.py",
+            "from shop import pricing\nimport shop.cart.items\n",
+            &repo,
+            &["src/shop/pricing.py", "src/shop/cart/items.py"],
+            &["pricing"],
+        );
     }
 
     #[test]
@@ -902,6 +1192,114 @@ mod tests {
         assert!(header("python", "x.py", &open, &["a.py"]).is_empty());
         let many: String = (0..1000).map(|i| format!("import m{i}\n")).collect();
         assert_eq!(header("python", "x.py", &many, &[]).len(), MAX_STATEMENTS);
+    }
+
+    fn bound(
+        language: &str,
+        current: &str,
+        text: &str,
+        chain: &[&str],
+        repo: &[&str],
+    ) -> Option<(Vec<String>, Vec<String>)> {
+        bound_module(
+            language,
+            current,
+            &statements(language, text),
+            chain,
+            &paths(repo),
+        )
+        .map(|b| (b.files, b.rest))
+    }
+
+    fn strings(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn chains_lead_through_imports_to_modules_and_the_names_left() {
+        let repo = [
+            "src/shop/pricing.py",
+            "src/shop/util.py",
+            "src/shop/cart/items.py",
+            "src/shop/checkout.py",
+        ];
+        let text = "import os\nimport shop.cart.items\nimport shop.pricing as p\nfrom . import util\nfrom .pricing import Price as P2, round_cents\n";
+        let py = |chain: &[&str]| bound("python", "src/shop/checkout.py", text, chain, &repo);
+        assert_eq!(
+            py(&["util"]),
+            Some((strings(&["src/shop/util.py"]), vec![]))
+        );
+        assert_eq!(
+            py(&["p"]),
+            Some((strings(&["src/shop/pricing.py"]), vec![]))
+        );
+        assert_eq!(
+            py(&["shop", "cart", "items", "Item"]),
+            Some((strings(&["src/shop/cart/items.py"]), strings(&["Item"])))
+        );
+        assert_eq!(
+            py(&["P2"]),
+            Some((strings(&["src/shop/pricing.py"]), strings(&["Price"])))
+        );
+        assert_eq!(py(&["os"]), None, "not a module of the repository");
+        assert_eq!(py(&["unknown"]), None);
+
+        let ts = "import * as api from './api/client';\nimport Store from \"./store\";\nimport { Reaction as R, autorun } from '../core/reaction';\nimport React from 'react';\n";
+        let repo = [
+            "src/api/client.ts",
+            "src/store.ts",
+            "core/reaction.ts",
+            "src/app.ts",
+        ];
+        let js = |chain: &[&str]| bound("javascript-typescript", "src/app.ts", ts, chain, &repo);
+        assert_eq!(
+            js(&["api"]),
+            Some((strings(&["src/api/client.ts"]), vec![]))
+        );
+        assert_eq!(js(&["Store"]), Some((strings(&["src/store.ts"]), vec![])));
+        assert_eq!(
+            js(&["R"]),
+            Some((strings(&["core/reaction.ts"]), strings(&["Reaction"])))
+        );
+        assert_eq!(js(&["React"]), None);
+
+        let go = "import (\n\t\"fmt\"\n\tp \"example.com/shop/internal/pricing\"\n\t\"example.com/shop/internal/tags/v2\"\n)\n";
+        let repo = [
+            "internal/pricing/price.go",
+            "internal/tags/v2/tags.go",
+            "cmd/main.go",
+        ];
+        assert_eq!(
+            bound("go", "cmd/main.go", go, &["p"], &repo),
+            Some((strings(&["internal/pricing/price.go"]), vec![]))
+        );
+        assert_eq!(
+            bound("go", "cmd/main.go", go, &["tags", "Tag"], &repo),
+            Some((strings(&["internal/tags/v2/tags.go"]), strings(&["Tag"])))
+        );
+        assert_eq!(bound("go", "cmd/main.go", go, &["fmt"], &repo), None);
+
+        let rs = "use crate::proto::h1;\nuse std::fmt;\n";
+        let repo = [
+            "src/lib.rs",
+            "src/error.rs",
+            "src/proto/h1/mod.rs",
+            "src/body/chan.rs",
+        ];
+        let rust = |chain: &[&str]| bound("rust", "src/body/chan.rs", rs, chain, &repo);
+        assert_eq!(
+            rust(&["crate", "error", "Error"]),
+            Some((strings(&["src/error.rs"]), strings(&["Error"])))
+        );
+        assert_eq!(
+            rust(&["crate", "Error"]),
+            Some((strings(&["src/lib.rs"]), strings(&["Error"])))
+        );
+        assert_eq!(
+            rust(&["h1", "Conn"]),
+            Some((strings(&["src/proto/h1/mod.rs"]), strings(&["Conn"])))
+        );
+        assert_eq!(rust(&["fmt"]), None);
     }
 
     #[test]

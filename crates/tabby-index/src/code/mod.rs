@@ -5,6 +5,7 @@
 pub mod filter;
 pub mod imports;
 pub mod intelligence;
+pub mod outline;
 mod pipeline;
 pub mod relations;
 mod stat_cache;

@@ -75,6 +75,8 @@ pub struct Variant {
     agree: bool,
     /// `headerN`: `import_header_bytes = N`.
     import_header_bytes: Option<usize>,
+    /// `outlineN`: `outline_bytes = N`.
+    outline_bytes: Option<usize>,
     /// `nosteady`: `steady_snippets = false` (the eval's queries of one file come one after
     /// the other, as a user's cursor would).
     no_steady: bool,
@@ -116,6 +118,7 @@ impl Variant {
             agree: false,
             no_steady: false,
             import_header_bytes: None,
+            outline_bytes: None,
         };
         for part in spec.split('+') {
             match part {
@@ -132,7 +135,9 @@ impl Variant {
                 "agree" => v.agree = true,
                 "nosteady" => v.no_steady = true,
                 other => {
-                    if let Some(n) = numbered(other, "header")? {
+                    if let Some(n) = numbered(other, "outline")? {
+                        v.outline_bytes = Some(n);
+                    } else if let Some(n) = numbered(other, "header")? {
                         v.import_header_bytes = Some(n);
                     } else if let Some(n) = numbered(other, "heads")? {
                         v.head_lines = Some(n);
@@ -146,7 +151,7 @@ impl Variant {
                         v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headerN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headerN, outlineN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -164,12 +169,16 @@ impl Variant {
             c.code_search_params = CodeSearchParams::upstream_completion();
             c.import_snippets = 0;
             c.import_header_bytes = 0;
+            c.outline_bytes = 0;
         }
         if self.no_imports {
             c.import_snippets = 0;
         }
         if let Some(n) = self.import_header_bytes {
             c.import_header_bytes = n;
+        }
+        if let Some(n) = self.outline_bytes {
+            c.outline_bytes = n;
         }
         if let Some(n) = self.head_lines {
             c.snippet_head_lines = n;
@@ -314,6 +323,8 @@ struct Tally {
     edit_similarity: f64,
     with_snippet: usize,
     with_target_snippet: usize,
+    /// Prompts that name the callee somewhere before the cursor (the prefix never does).
+    naming_callee: usize,
     prompt_bytes: usize,
     latency: Vec<Duration>,
     overhead: Vec<Duration>,
@@ -337,6 +348,9 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         languages.clone(),
     );
     search.query_strategy = options.strategy;
+    search.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
+        corpus.tmp.path().join("repositories"),
+    )));
     if let Some(ranker) = &options.ranker {
         search.ranker = Some(ranker.clone());
     }
@@ -408,6 +422,11 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
             tally.edit_similarity += edit_similarity(first_line, expected);
             tally.with_snippet += (!snippets.is_empty()) as usize;
             tally.with_target_snippet += target_snippet as usize;
+            // Mentions in the suffix the editor sent do not count (the prompt holds at most
+            // those), so this undercounts rather than over.
+            let names_callee = word_count(&prompt, &case.query.symbol)
+                > word_count(&case.suffix, &case.query.symbol);
+            tally.naming_callee += names_callee as usize;
             tally.prompt_bytes += prompt.len();
             if let Some(out) = out.as_mut() {
                 writeln!(
@@ -418,7 +437,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                         "expected_line": case.expected_line, "symbol": case.query.symbol,
                         "identifier_match": identifier_hit, "prompt_bytes": prompt.len(), "prompt": prompt,
                         "snippets": snippets.iter().map(|s| &s.filepath).collect::<Vec<_>>(),
-                        "target_snippet": target_snippet,
+                        "target_snippet": target_snippet, "names_callee": names_callee,
                     })
                 )?;
             }
@@ -449,22 +468,23 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         options.config.completion.max_input_length,
     );
     println!(
-        "| variant | n | identifier match | exact line | edit sim | with snippet | target snippet | prompt bytes | latency p50 / p90 ms | server overhead p50 ms, first / again |"
+        "| variant | n | identifier match | exact line | edit sim | with snippet | target snippet | callee named | prompt bytes | latency p50 / p90 ms | server overhead p50 ms, first / again |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, mut t) in tallies {
         let n = t.n.max(1) as f64;
         t.latency.sort();
         t.overhead.sort();
         t.overhead_again.sort();
         println!(
-            "| {name} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} / {:.0} | {:.2} / {:.2} |",
+            "| {name} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} / {:.0} | {:.2} / {:.2} |",
             t.n,
             t.identifier as f64 / n,
             t.exact as f64 / n,
             t.edit_similarity / n,
             t.with_snippet as f64 / n,
             t.with_target_snippet as f64 / n,
+            t.naming_callee as f64 / n,
             t.prompt_bytes as f64 / n,
             percentile(&t.latency, 0.5),
             percentile(&t.latency, 0.9),
@@ -499,6 +519,18 @@ fn request(case: &Case, git_url: &str, retrieval: bool) -> CompletionRequest {
 
 /// Whether `snippet` is a piece of a relevant range: same file, and its text found there at
 /// lines that overlap the range.
+/// Occurrences of `word` in `text` as a whole identifier.
+fn word_count(text: &str, word: &str) -> usize {
+    let is_ident = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(word)
+        .filter(|(at, _)| {
+            let before = text[..*at].chars().next_back();
+            let after = text[at + word.len()..].chars().next();
+            !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+        })
+        .count()
+}
+
 fn snippet_overlaps(
     snippet: &Snippet,
     relevant: &[Range],
@@ -625,5 +657,16 @@ mod tests {
         );
         let err = Variant::parse_list("on+headsx").unwrap_err().to_string();
         assert!(err.contains("\"headsx\""), "{err}");
+        let context = Variant::parse_list("on+header0+outline384").unwrap();
+        let c = context[0].config(&CompletionConfig::default());
+        assert_eq!((c.import_header_bytes, c.outline_bytes), (0, 384));
+        let c = Variant::parse_list("upstream").unwrap()[0].config(&c);
+        assert_eq!((c.import_header_bytes, c.outline_bytes), (0, 0));
+    }
+
+    #[test]
+    fn callee_mentions_are_whole_identifiers() {
+        assert_eq!(word_count("echo(x); secho(y); echo_all(); echo", "echo"), 2);
+        assert_eq!(word_count("", "echo"), 0);
     }
 }

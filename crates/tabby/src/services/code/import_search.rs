@@ -43,6 +43,8 @@ pub struct FileImports {
     resolved: imports::Imports,
     /// Its top-level import statements as written.
     header: Vec<ImportStatement>,
+    /// Its import statements as the import reader reads them (one line each).
+    pub statements: Vec<String>,
 }
 
 /// How many times a word of the query counts against once for a word of an imported name.
@@ -84,7 +86,7 @@ impl PathCache {
 
     /// The paths of `searcher`'s index, from the term dictionary of the chunks' filepath
     /// attribute (no stored document is read); computed once per searcher generation.
-    fn paths(&self, searcher: &Searcher) -> Arc<imports::PathIndex> {
+    pub(super) fn paths(&self, searcher: &Searcher) -> Arc<imports::PathIndex> {
         let generation = searcher.generation().generation_id();
         let mut slot = self.paths.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((g, paths)) = slot.as_ref()
@@ -121,7 +123,7 @@ impl PathCache {
 impl CodeSearchService {
     /// The imports of `filepath` as indexed, resolved and as written; once per index
     /// generation (an editor asks again and again in the same file).
-    fn file_imports_at(
+    pub(super) fn file_imports_at(
         &self,
         searcher: &Searcher,
         paths: &imports::PathIndex,
@@ -131,10 +133,11 @@ impl CodeSearchService {
     ) -> Result<Arc<FileImports>, CodeSearchError> {
         self.paths
             .indexed_imports(searcher, source_id, filepath, || {
-                let text = indexed_text(searcher, source_id, filepath)?;
+                let text = self.source_text(searcher, source_id, filepath)?;
                 Ok(FileImports {
                     resolved: imports::resolve(language, filepath, &text, paths),
                     header: imports::header_statements(language, filepath, &text, paths),
+                    statements: imports::statements(language, &text),
                 })
             })
     }
@@ -248,13 +251,39 @@ impl CodeSearchService {
     }
 }
 
-/// The indexed text of `filepath` in `source_id` (its chunks put back at their lines), empty
-/// when it is not indexed (a new file).
+impl CodeSearchService {
+    /// The text of `filepath`, a file indexed in `source_id`: as the repository's local copy
+    /// has it (where the service reads repositories, [`CodeSearchService::files`]), else as
+    /// indexed (its chunks put back at their lines, where a one-line chunk has lost its
+    /// indentation); empty when the file is not indexed. The repository is the one the index
+    /// recorded for the source, and the path one it indexed: nothing else is read.
+    pub(super) fn source_text(
+        &self,
+        searcher: &Searcher,
+        source_id: &str,
+        filepath: &str,
+    ) -> Result<String, CodeSearchError> {
+        let (text, git_url) = indexed_text(searcher, source_id, filepath)?;
+        let (Some(files), Some(git_url)) = (&self.files, git_url) else {
+            return Ok(text);
+        };
+        let read = files
+            .snapshot(&git_url, None)
+            .and_then(|snapshot| snapshot.read(filepath));
+        Ok(match read.map(String::from_utf8) {
+            Ok(Ok(whole)) => whole,
+            _ => text,
+        })
+    }
+}
+
+/// The indexed text of `filepath` in `source_id` (its chunks put back at their lines) and the
+/// repository URL its chunks record; empty when it is not indexed (a new file).
 fn indexed_text(
     searcher: &Searcher,
     source_id: &str,
     filepath: &str,
-) -> Result<String, CodeSearchError> {
+) -> Result<(String, Option<String>), CodeSearchError> {
     let schema = IndexSchema::instance();
     let mut clauses = code_search_filter(source_id, None, None);
     clauses.push((
@@ -267,16 +296,18 @@ fn indexed_text(
             &tantivy::collector::DocSetCollector,
         )
         .map_err(|e| CodeSearchError::Other(e.into()))?;
+    let mut git_url = None;
     let mut chunks: Vec<(Option<usize>, String)> = addresses
         .into_iter()
         .take(MAX_CHUNKS_READ)
         .filter_map(|a| {
             let doc = CodeSearchService::document(searcher, a)?;
+            git_url.get_or_insert(doc.git_url);
             Some((doc.start_line, doc.body))
         })
         .collect();
     chunks.sort_by_key(|(start, _)| *start);
-    Ok(stitch(&chunks))
+    Ok((stitch(&chunks), git_url))
 }
 
 /// Chunks of the current file read for its imports (imports sit at the top, but the order of

@@ -5,6 +5,7 @@
 
 mod hamming;
 mod import_search;
+mod outline;
 pub mod query;
 pub mod ranker;
 pub mod relations;
@@ -19,8 +20,8 @@ use std::{
 use async_trait::async_trait;
 use tabby_common::{
     api::code::{
-        CodeSearch, CodeSearchDocument, CodeSearchError, CodeSearchHit, CodeSearchQuery,
-        CodeSearchScores, ImportStatement,
+        CodeOutline, CodeSearch, CodeSearchDocument, CodeSearchError, CodeSearchHit,
+        CodeSearchQuery, CodeSearchScores, ImportStatement,
     },
     config::CodeSearchParams,
     index::{
@@ -74,7 +75,11 @@ pub struct CodeSearchService {
     loaded: Mutex<Option<Arc<Loaded>>>,
     bits: Arc<BitsCache>,
     filter_docs: Arc<FilterCache>,
+    /// Where files are read as the repository has them (the import header and outlines); None:
+    /// as indexed.
+    pub files: Option<Arc<tabby_index::repo_files::RepoFiles>>,
     paths: import_search::PathCache,
+    outlines: outline::OutlineCache,
     graphs: relations::GraphCache,
 }
 
@@ -103,7 +108,9 @@ impl CodeSearchService {
             loaded: Mutex::new(None),
             bits: Arc::new(BitsCache::default()),
             filter_docs: Arc::default(),
+            files: None,
             paths: Default::default(),
+            outlines: Default::default(),
             graphs: Default::default(),
         }
     }
@@ -765,6 +772,14 @@ impl CodeSearch for CodeSearchService {
         query: CodeSearchQuery,
     ) -> Result<Vec<ImportStatement>, CodeSearchError> {
         CodeSearchService::file_imports(self, &query)
+    }
+
+    async fn receiver_outline(
+        &self,
+        query: CodeSearchQuery,
+        max_bytes: usize,
+    ) -> Result<Vec<CodeOutline>, CodeSearchError> {
+        CodeSearchService::receiver_outline(self, &query, max_bytes)
     }
 
     async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError> {

@@ -845,3 +845,154 @@ async fn import_search_finds_the_imported_definitions() {
             .is_empty()
     );
 }
+
+/// Outlines on a real index, in Python, Rust, Go and TypeScript: what the chain before the
+/// cursor leads to (an imported module, a package's re-exports, a type named or held by a
+/// variable), as signature lines read from the repository; never from another source.
+#[tokio::test]
+async fn receiver_outlines_follow_imports_and_types() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("repo-a");
+    let files = [
+        (
+            "shop/util.py",
+            "def format_money(amount):\n    return str(amount)\n\n\ndef parse_money(text):\n    return float(text)\n",
+        ),
+        (
+            "shop/__init__.py",
+            "from shop.util import format_money, parse_money\n",
+        ),
+        (
+            "shop/chars.py",
+            "class Char(str):\n    def is_ws(self):\n        return self in ' \\t'\n\n    def is_digit_char(self):\n        return self.isdigit()\n",
+        ),
+        (
+            "shop/parser.py",
+            "from shop import util\nfrom shop.chars import Char\nimport shop\n\n\nclass Parser:\n    def __init__(self, text):\n        self._current = Char(text[0])\n\n    def step(self):\n        pass\n",
+        ),
+        (
+            "src/error.rs",
+            "pub struct Error {\n    kind: u8,\n}\n\nimpl Error {\n    pub(super) fn new_closed() -> Error {\n        Error { kind: 1 }\n    }\n}\n",
+        ),
+        ("src/lib.rs", "mod error;\npub use crate::error::Error;\n"),
+        ("src/body.rs", "pub fn send() {}\n"),
+        (
+            "internal/pricing/pricing.go",
+            "package pricing\n\nfunc ApplyDiscount(price float64) float64 {\n\treturn price\n}\n",
+        ),
+        (
+            "cmd/shop/main.go",
+            "package main\n\nimport (\n\tp \"example.com/shop/internal/pricing\"\n)\n\nfunc main() {\n}\n",
+        ),
+        (
+            "web/store.ts",
+            "export class Store {\n    dispatch(action: string) {\n        return action\n    }\n}\n\nexport function createStore() {\n    return new Store()\n}\n",
+        ),
+        (
+            "web/app.ts",
+            "import * as store from './store';\nimport { Store } from './store';\n\nexport function main() {}\n",
+        ),
+    ];
+    for (path, text) in files {
+        write(&a, path, text);
+    }
+    let b = tmp.path().join("repo-b");
+    write(
+        &b,
+        "shop/util.py",
+        "def secret_of_b(amount):\n    return 'other source'\n",
+    );
+    write(&b, "shop/main.py", "from shop import util\n");
+    let (mut service, _) =
+        index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], true).await;
+    service.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
+        tmp.path().join("repos"),
+    )));
+    let outline = |language: &str, filepath: &str, prefix: &str| {
+        let query = CodeSearchQuery {
+            filepath: Some(filepath.into()),
+            language: Some(language.into()),
+            content: prefix.into(),
+            source_id: "config:a".into(),
+            include_generated: false,
+        };
+        service
+            .receiver_outline(&query, 512)
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.filepath, o.body))
+            .collect::<Vec<_>>()
+    };
+    let one = |path: &str, body: &str| vec![(path.to_string(), body.to_string())];
+
+    assert_eq!(
+        outline("python", "shop/parser.py", "def f(x):\n    return util."),
+        one(
+            "shop/util.py",
+            "def format_money(amount):\ndef parse_money(text):\n"
+        )
+    );
+    // A package's `__init__.py` offers what it imports.
+    assert_eq!(
+        outline("python", "shop/parser.py", "    y = shop."),
+        one(
+            "shop/__init__.py",
+            "from shop.util import format_money, parse_money\n"
+        )
+    );
+    // `self._current` is assigned far above the cursor: the file says its type.
+    assert_eq!(
+        outline("python", "shop/parser.py", "        while self._current."),
+        one(
+            "shop/chars.py",
+            "class Char(str):\n    def is_ws(self):\n    def is_digit_char(self):\n"
+        )
+    );
+    assert_eq!(
+        outline("rust", "src/body.rs", "    return Err(crate::Error::"),
+        one(
+            "src/error.rs",
+            "pub struct Error {\nimpl Error {\n    pub(super) fn new_closed() -> Error {\n"
+        )
+    );
+    assert_eq!(
+        outline("go", "cmd/shop/main.go", "\tprice := p."),
+        one(
+            "internal/pricing/pricing.go",
+            "func ApplyDiscount(price float64) float64 {\n"
+        )
+    );
+    assert_eq!(
+        outline("typescript", "web/app.ts", "    const s = store."),
+        one(
+            "web/store.ts",
+            "export class Store {\nexport function createStore() {\n"
+        )
+    );
+    assert_eq!(
+        outline("typescript", "web/app.ts", "    const s: Store = x\n    s."),
+        one(
+            "web/store.ts",
+            "export class Store {\n    dispatch(action: string) {\n"
+        )
+    );
+    // Nothing before the cursor to follow, or a name that leads nowhere.
+    assert!(outline("python", "shop/parser.py", "    x = ").is_empty());
+    assert!(outline("python", "shop/parser.py", "    x = os.").is_empty());
+    // Each source reads its own file of the same path.
+    let other = CodeSearchQuery {
+        filepath: Some("shop/main.py".into()),
+        language: Some("python".into()),
+        content: "    util.".into(),
+        source_id: "config:b".into(),
+        include_generated: false,
+    };
+    let found = service.receiver_outline(&other, 512).unwrap();
+    assert_eq!(
+        found,
+        vec![tabby_common::api::code::CodeOutline {
+            filepath: "shop/util.py".into(),
+            body: "def secret_of_b(amount):\n".into()
+        }]
+    );
+}

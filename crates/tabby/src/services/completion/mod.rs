@@ -120,6 +120,7 @@ impl CompletionService {
             let rag_disabled = debug.is_some_and(|d| d.disable_retrieval_augmented_code_completion);
             let mut line_key = None;
             let mut imports = Vec::new();
+            let mut outline = Vec::new();
             if let (false, Some(search), Some(allowed)) =
                 (rag_disabled, &self.code_search, ctx.allowed_repositories)
             {
@@ -152,6 +153,19 @@ impl CompletionService {
                     }
                 };
                 snippets.extend(searched.iter().cloned());
+                // What the name before the cursor leads to: looked up at each keystroke (it
+                // follows what is typed), kept for the rest of the line.
+                if self.config.outline_bytes > 0 {
+                    let fresh = snippets::receiver_outline(
+                        search.as_ref(),
+                        allowed,
+                        segments,
+                        language_name,
+                        self.config.outline_bytes,
+                    )
+                    .await;
+                    outline = self.retrieval.line_outline(&key, fresh);
+                }
                 line_key = Some((key, searched));
                 if self.config.import_header_bytes > 0 {
                     imports =
@@ -183,6 +197,7 @@ impl CompletionService {
                     filepath: segments.filepath.as_deref(),
                     repo_name: repo_name.as_ref().map(|u| u.name()),
                     imports: &imports,
+                    outline: &outline,
                 },
                 PromptBudget {
                     max_input_length: self.config.max_input_length,

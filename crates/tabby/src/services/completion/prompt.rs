@@ -81,6 +81,9 @@ pub struct PromptInput<'a> {
     pub suffix: &'a str,
     /// Candidates in priority order.
     pub snippets: &'a [Snippet],
+    /// Outlines of what the name before the cursor leads to: candidates ahead of `snippets`,
+    /// written after them (nearest the current file).
+    pub outline: &'a [Snippet],
     pub language: &'a Language,
     /// The current file, for the repository format.
     pub filepath: Option<&'a str>,
@@ -145,9 +148,29 @@ pub fn build_prompt(
         .snippet_bytes
         .max(after_suffix.saturating_sub(input.prefix.len()))
         .min(after_suffix);
-    let (written, chosen) = writer.write(input.snippets, input.prefix, input.suffix, snippet_room);
-    let written = if budget.best_last && chosen.len() > 1 {
-        writer.rewrite_reversed(&chosen)
+    let candidates: Vec<Snippet> = input
+        .outline
+        .iter()
+        .chain(input.snippets)
+        .cloned()
+        .collect();
+    let (written, chosen) = writer.write(&candidates, input.prefix, input.suffix, snippet_room);
+    // Outlines are written last; the others best last when asked.
+    let is_outline = |s: &Snippet| {
+        input
+            .outline
+            .iter()
+            .any(|o| o.filepath == s.filepath && o.body == s.body)
+    };
+    let (outlines, mut others): (Vec<&Snippet>, Vec<&Snippet>) =
+        chosen.iter().partition(|s| is_outline(s));
+    if budget.best_last {
+        others.reverse();
+    }
+    let reordered = !outlines.is_empty() || (budget.best_last && others.len() > 1);
+    let written = if reordered {
+        others.extend(outlines);
+        writer.rewrite(&others)
     } else {
         written
     };
@@ -334,11 +357,11 @@ impl<'a> SnippetWriter<'a> {
         (format!("{}{body}{}", self.header, self.footer), chosen)
     }
 
-    /// The chosen snippets written again in reverse order (the same bytes in all).
-    fn rewrite_reversed(&self, chosen: &[Snippet]) -> String {
+    /// The chosen snippets written again in another order (the same bytes in all: one of them
+    /// is the first either way).
+    fn rewrite(&self, chosen: &[&Snippet]) -> String {
         let body: String = chosen
             .iter()
-            .rev()
             .enumerate()
             .filter_map(|(i, s)| self.render(s, i == 0))
             .collect();
@@ -474,6 +497,7 @@ mod tests {
                 filepath: Some("pkg/main.py"),
                 repo_name: Some("acme/app"),
                 imports: &[],
+                outline: &[],
             },
             budget,
         )
@@ -882,6 +906,7 @@ mod tests {
                 filepath: None,
                 repo_name: None,
                 imports: &[],
+                outline: &[],
             },
             budget(1000, 500, 100),
         );
@@ -963,6 +988,7 @@ mod tests {
                     filepath: Some("pkg/main.py"),
                     repo_name: Some("acme/app"),
                     imports: &imports,
+                    outline: &[],
                 },
                 b,
             );
@@ -1007,6 +1033,7 @@ mod tests {
                 filepath: Some("pkg/main.py"),
                 repo_name: Some("acme/app"),
                 imports: &imports,
+                outline: &[],
             },
             b,
         );
@@ -1029,6 +1056,7 @@ mod tests {
                 filepath: Some("pkg/main.py"),
                 repo_name: Some("acme/app"),
                 imports: &imports,
+                outline: &[],
             },
             b,
         );

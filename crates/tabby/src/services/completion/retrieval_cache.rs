@@ -88,6 +88,7 @@ type Entries<K> = (HashMap<K, (Instant, Vec<Snippet>)>, VecDeque<K>);
 pub struct RetrievalCache {
     inner: Mutex<Entries<LineKey>>,
     files: Mutex<Entries<FileKey>>,
+    outlines: Mutex<Entries<LineKey>>,
 }
 
 fn store<K: Clone + Eq + std::hash::Hash>(
@@ -155,6 +156,24 @@ impl RetrievalCache {
             Some((_, previous)) => steady_order(previous, fresh),
             None => fresh,
         }
+    }
+
+    /// The outline a request of this line should hold: `fresh` when the cursor follows a name
+    /// (remembered for the line), else the line's last one, so that an outline stays while the
+    /// member's name and its arguments are typed (its appearing and going changed the prompt
+    /// ahead of the prefix at each keystroke).
+    pub fn line_outline(&self, key: &LineKey, fresh: Vec<Snippet>) -> Vec<Snippet> {
+        if !fresh.is_empty() {
+            store(&self.outlines, key.clone(), fresh.clone());
+            return fresh;
+        }
+        let outlines = self.outlines.lock().unwrap_or_else(|e| e.into_inner());
+        outlines
+            .0
+            .get(key)
+            .filter(|(at, _)| at.elapsed() < TTL)
+            .map(|(_, kept)| kept.clone())
+            .unwrap_or_default()
     }
 
     /// Remembers for the file's next line the snippets a prompt for `key` holds (`chosen`)
@@ -320,5 +339,53 @@ mod tests {
         assert!(cache.get(&key(0)).is_none(), "the oldest was evicted");
         assert_eq!(cache.get(&key(CAPACITY + 9)), Some(vec![snippet]));
         assert_eq!(cache.inner.lock().unwrap().0.len(), CAPACITY);
+    }
+
+    fn outline(path: &str) -> Vec<Snippet> {
+        vec![Snippet {
+            filepath: path.into(),
+            body: "def f(x):\n".into(),
+            score: 0.0,
+        }]
+    }
+
+    /// An outline stays for the rest of its line once the cursor followed a name there, and
+    /// only there: another line or another user starts without it.
+    #[test]
+    fn an_outline_stays_for_its_line() {
+        let cache = RetrievalCache::default();
+        let above = "import util\n\ndef main():\n";
+        let key = |user: &str, line: &str| {
+            LineKey::new(
+                Some(user),
+                &allowed(),
+                &segments(&format!("{above}{line}"), "\n"),
+            )
+        };
+        assert!(cache.line_outline(&key("a", "    x = "), vec![]).is_empty());
+        assert_eq!(
+            cache.line_outline(&key("a", "    x = util."), outline("util.py")),
+            outline("util.py")
+        );
+        assert_eq!(
+            cache.line_outline(&key("a", "    x = util.f(1, "), vec![]),
+            outline("util.py")
+        );
+        assert_eq!(
+            cache.line_outline(&key("a", "    x = util.f(1, y."), outline("y.py")),
+            outline("y.py"),
+            "a newer one replaces it"
+        );
+        assert!(
+            cache
+                .line_outline(&key("b", "    x = util.f("), vec![])
+                .is_empty()
+        );
+        let next_line = LineKey::new(
+            Some("a"),
+            &allowed(),
+            &segments(&format!("{above}    x = util.f(1)\n    "), "\n"),
+        );
+        assert!(cache.line_outline(&next_line, vec![]).is_empty());
     }
 }

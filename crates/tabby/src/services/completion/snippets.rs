@@ -51,18 +51,8 @@ pub async fn code_search_snippets(
     import_snippets: usize,
     both_legs: bool,
 ) -> Vec<Snippet> {
-    let Some(git_url) = segments.git_url.as_deref() else {
+    let Some(query) = repository_query(allowed, segments, language) else {
         return Vec::new();
-    };
-    let Some(repo) = allowed.closest_match(git_url) else {
-        return Vec::new();
-    };
-    let query = CodeSearchQuery {
-        include_generated: false,
-        filepath: segments.filepath.clone(),
-        language: Some(language.to_string()),
-        content: segments.prefix.clone(),
-        source_id: repo.source_id.clone(),
     };
     let imported = match import_snippets {
         0 => Ok(Vec::new()),
@@ -110,18 +100,8 @@ pub async fn file_imports(
     segments: &Segments,
     language: &str,
 ) -> Vec<ImportStatement> {
-    let (Some(git_url), Some(filepath)) = (segments.git_url.as_deref(), &segments.filepath) else {
+    let Some(query) = repository_query(allowed, segments, language) else {
         return Vec::new();
-    };
-    let Some(repo) = allowed.closest_match(git_url) else {
-        return Vec::new();
-    };
-    let query = CodeSearchQuery {
-        include_generated: false,
-        filepath: Some(filepath.clone()),
-        language: Some(language.to_string()),
-        content: String::new(),
-        source_id: repo.source_id.clone(),
     };
     match code_search.file_imports(query).await {
         Ok(imports) => imports,
@@ -131,6 +111,51 @@ pub async fn file_imports(
             Vec::new()
         }
     }
+}
+
+/// The outline of what the chain of names before the cursor leads to in the request's
+/// repository (if the caller may read it), as snippets; none when search is not ready or fails.
+pub async fn receiver_outline(
+    code_search: &dyn CodeSearch,
+    allowed: &AllowedCodeRepository,
+    segments: &Segments,
+    language: &str,
+    max_bytes: usize,
+) -> Vec<Snippet> {
+    let Some(query) = repository_query(allowed, segments, language) else {
+        return Vec::new();
+    };
+    match code_search.receiver_outline(query, max_bytes).await {
+        Ok(outlines) => outlines
+            .into_iter()
+            .map(|o| Snippet {
+                filepath: o.filepath,
+                body: o.body,
+                score: 0.0,
+            })
+            .collect(),
+        Err(CodeSearchError::NotReady) => Vec::new(),
+        Err(e) => {
+            warn!("outlining the name before the cursor failed, completing without it: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The query of a request on the repository it names, if the caller may read it.
+fn repository_query(
+    allowed: &AllowedCodeRepository,
+    segments: &Segments,
+    language: &str,
+) -> Option<CodeSearchQuery> {
+    let repo = allowed.closest_match(segments.git_url.as_deref()?)?;
+    Some(CodeSearchQuery {
+        include_generated: false,
+        filepath: segments.filepath.clone(),
+        language: Some(language.to_string()),
+        content: segments.prefix.clone(),
+        source_id: repo.source_id.clone(),
+    })
 }
 
 /// Which score a snippet carries: import candidates have only BM25.
