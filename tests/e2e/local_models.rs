@@ -137,6 +137,79 @@ async fn repository_context_reaches_the_embedded_completion_model() {
     assert_eq!(body["debug_data"]["snippets"], json!([]));
 }
 
+/// The file's own imports and the outline of what the name before the cursor leads to reach the
+/// embedded model: the editor's window starts far below `from . import pricing`, the cursor
+/// follows `pricing.`; the prompt holds the import line above the prefix and the module's
+/// signature lines (not its bodies), and the model names the module's function.
+#[tokio::test]
+async fn imports_and_outlines_reach_the_embedded_completion_model() {
+    let dir = embedded_models_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let body = format!(
+        "def checkout_total(records, items, discount_rate):\n{}    total = 0\n    for price in items:\n        total += pricing.",
+        filler()
+    );
+    let checkout = format!(
+        "from . import pricing\nimport math\n\n\n{body}compute_discounted_price(price, discount_rate)\n    return total\n"
+    );
+    let shop = make_repo(
+        tmp.path(),
+        "shop",
+        &[
+            (
+                "src/pricing.py",
+                &format!("{PRICING}\n\ndef format_price(value):\n    return f\"{{value:.2f}}\"\n"),
+            ),
+            ("src/checkout.py", &checkout),
+        ],
+    );
+    let server = TabbyServer::start_with_env(
+        &format!(
+            "[[repositories]]\ngit_url = \"file://{}\"\n",
+            shop.display()
+        ),
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let request = json!({
+        "language": "python",
+        "segments": {"prefix": body, "suffix": "\n    return total\n", "filepath": "src/checkout.py",
+                     "git_url": format!("file://{}", shop.display())},
+        "temperature": 0.0,
+        "debug_options": {"return_snippets": true, "return_prompt": true}
+    });
+    let outline = "def compute_discounted_price(price, discount_rate):\ndef format_price(value):\n";
+    let answer = poll(
+        "the repository to be indexed",
+        std::time::Duration::from_secs(120),
+        || async {
+            let (status, answer) = post_json(&server.url("/v1/completions"), &request).await;
+            assert_eq!(status, 200, "{answer}; stderr:\n{}", server.stderr());
+            let snippets = answer["debug_data"]["snippets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            snippets
+                .iter()
+                .any(|s| s["body"] == outline)
+                .then_some(answer)
+        },
+    )
+    .await;
+    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
+    assert!(prompt.len() <= 1536, "{}", prompt.len());
+    assert!(
+        prompt.contains(&format!("<|file_sep|>src/pricing.py\n{outline}<|file_sep|>src/checkout.py\n<|fim_prefix|>from . import pricing\nimport math\n\n")),
+        "{prompt}"
+    );
+    assert!(prompt.ends_with("<|fim_middle|>"), "{prompt}");
+    let text = answer["choices"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("compute_discounted_price"),
+        "{text:?}\n{prompt}"
+    );
+}
+
 /// `/v1/chat/completions` on the embedded chat model with the sampling parameters clients send:
 /// a presence penalty (which once made every stream fail on its first tokens) streams to the
 /// end, and an out-of-range value is a 400 naming the parameter, with no backtrace or path.

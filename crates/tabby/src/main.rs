@@ -139,9 +139,10 @@ enum Command {
         /// `agree` (search hits only when both legs found them), `nosteady` (a new line's
         /// snippets in the search's order, not the file's last prompt's),
         /// `headsN` (snippets too large for the room written as their first N lines),
-        /// `suffixN` / `snippetsN` / `maxN` / `clipN` (`suffix_bytes` / `snippet_bytes` /
-        /// `max_input_length` / `prefix_clip_lines` = N), `upstream` (upstream's snippet budget,
-        /// format and thresholds).
+        /// `suffixN` / `snippetsN` / `maxN` / `clipN` / `headerN` / `outlineN` / `importsN`
+        /// (`suffix_bytes` / `snippet_bytes` / `max_input_length` / `prefix_clip_lines` /
+        /// `import_header_bytes` / `outline_bytes` / `import_snippets` = N), `upstream`
+        /// (upstream's snippet budget, format and thresholds).
         #[arg(long, default_value = "off,on")]
         variants: String,
         /// With --mode completion: the first N completion queries only.

@@ -77,6 +77,8 @@ pub struct Variant {
     import_header_bytes: Option<usize>,
     /// `outlineN`: `outline_bytes = N`.
     outline_bytes: Option<usize>,
+    /// `importsN`: `import_snippets = N`.
+    import_snippets: Option<usize>,
     /// `nosteady`: `steady_snippets = false` (the eval's queries of one file come one after
     /// the other, as a user's cursor would).
     no_steady: bool,
@@ -94,7 +96,8 @@ fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
 
 impl Variant {
     /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
-    /// `snippetsN`, `maxN`, `clipN`, `upstream`, combined with `+`
+    /// `snippetsN`, `maxN`, `clipN`, `headerN`, `outlineN`, `importsN`, `upstream`, combined
+    /// with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
         list.split(',').map(|v| Variant::parse(v.trim())).collect()
@@ -119,6 +122,7 @@ impl Variant {
             no_steady: false,
             import_header_bytes: None,
             outline_bytes: None,
+            import_snippets: None,
         };
         for part in spec.split('+') {
             match part {
@@ -135,7 +139,9 @@ impl Variant {
                 "agree" => v.agree = true,
                 "nosteady" => v.no_steady = true,
                 other => {
-                    if let Some(n) = numbered(other, "outline")? {
+                    if let Some(n) = numbered(other, "imports")? {
+                        v.import_snippets = Some(n);
+                    } else if let Some(n) = numbered(other, "outline")? {
                         v.outline_bytes = Some(n);
                     } else if let Some(n) = numbered(other, "header")? {
                         v.import_header_bytes = Some(n);
@@ -151,7 +157,7 @@ impl Variant {
                         v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headerN, outlineN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -179,6 +185,9 @@ impl Variant {
         }
         if let Some(n) = self.outline_bytes {
             c.outline_bytes = n;
+        }
+        if let Some(n) = self.import_snippets {
+            c.import_snippets = n;
         }
         if let Some(n) = self.head_lines {
             c.snippet_head_lines = n;
@@ -657,9 +666,12 @@ mod tests {
         );
         let err = Variant::parse_list("on+headsx").unwrap_err().to_string();
         assert!(err.contains("\"headsx\""), "{err}");
-        let context = Variant::parse_list("on+header0+outline384").unwrap();
+        let context = Variant::parse_list("on+header0+outline384+imports4").unwrap();
         let c = context[0].config(&CompletionConfig::default());
-        assert_eq!((c.import_header_bytes, c.outline_bytes), (0, 384));
+        assert_eq!(
+            (c.import_header_bytes, c.outline_bytes, c.import_snippets),
+            (0, 384, 4)
+        );
         let c = Variant::parse_list("upstream").unwrap()[0].config(&c);
         assert_eq!((c.import_header_bytes, c.outline_bytes), (0, 0));
     }
