@@ -33,6 +33,8 @@ use crate::services::code::{
 };
 
 const K: usize = 10;
+/// Import candidates the `imports` legs take when the config's completion sends none.
+const IMPORT_LEG_CANDIDATES: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Leg {
@@ -478,11 +480,14 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             .iter()
             .any(|l| matches!(l, Leg::Imports | Leg::ImportsRrf));
         let import_hits: Vec<Range> = if wants_imports && is_completion {
+            // As many as the config sends, or, where it sends none (the default), as many as
+            // these legs have always measured.
+            let count = match options.config.completion.import_snippets {
+                0 => IMPORT_LEG_CANDIDATES,
+                n => n,
+            };
             service
-                .search_imports(
-                    &search_query,
-                    options.config.completion.import_snippets.max(1),
-                )
+                .search_imports(&search_query, count)
                 .await?
                 .iter()
                 .map(|h| to_range(&h.doc))
