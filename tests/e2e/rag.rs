@@ -135,6 +135,27 @@ git_url = "file://{repo}"
     assert_eq!(status, 422);
 }
 
+/// `tabby serve` on the `shop` repository `repo` with fake completion and embedding models and
+/// `extra` config, once search finds `probe`; the fakes live as long as the second value.
+async fn serve_shop(repo: &Path, extra: &str, probe: &str) -> (TabbyServer, [FakeServer; 2]) {
+    let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["x)"])).await;
+    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
+    let config = format!(
+        "[[repositories]]\ngit_url = \"file://{repo}\"\n\n{extra}\n{embedding}{completion}",
+        repo = repo.display(),
+        embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
+        completion = llama_completion_config(&model.url()),
+    );
+    let server = TabbyServer::start(&config);
+    wait_for_index(
+        &server,
+        &json!({"query": probe, "git_url": "https://github.com/acme/shop.git",
+                "params": {"min_embedding_score": -1.0}}),
+    )
+    .await;
+    (server, [model, embedder])
+}
+
 /// The edited file's own import statements, read from its indexed version, reach the prompt
 /// above the editor's window (which starts below them): the repository's module first, whole,
 /// once; a request for a repository that is not configured gets none.
@@ -158,25 +179,7 @@ async fn completion_prompt_shows_the_files_imports_above_the_editors_window() {
             ("src/cart.py", &cart),
         ],
     );
-    let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["0.9)"])).await;
-    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
-    let config = format!(
-        r#"
-[[repositories]]
-git_url = "file://{repo}"
-
-{embedding}{completion}"#,
-        repo = repo.display(),
-        embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
-        completion = llama_completion_config(&model.url()),
-    );
-    let server = TabbyServer::start(&config);
-    wait_for_index(
-        &server,
-        &json!({"query": "cart_total total", "git_url": "https://github.com/acme/shop.git",
-                "params": {"min_embedding_score": -1.0}}),
-    )
-    .await;
+    let (server, _models) = serve_shop(&repo, "", "cart_total total").await;
     // tabby-agent's window: the 40 lines before the cursor, far below the imports.
     let lines: Vec<&str> = cart.lines().collect();
     let prefix = lines[20..60].join("\n") + "\n    return compute_";
@@ -237,26 +240,10 @@ async fn completion_prompt_outlines_what_the_name_before_the_cursor_leads_to() {
             ),
         ],
     );
-    let model = FakeServer::start(Protocol::LlamaCpp, Script::default().pieces(["x)"])).await;
-    let embedder = FakeServer::start(Protocol::OpenAi, Script::default().embedding_dim(16)).await;
-    let config = format!(
-        r#"
-[[repositories]]
-git_url = "file://{repo}"
-
-[completion]
-outline_bytes = 384
-
-{embedding}{completion}"#,
-        repo = repo.display(),
-        embedding = openai_embedding_config(&embedder.url(), "fake-embed"),
-        completion = llama_completion_config(&model.url()),
-    );
-    let server = TabbyServer::start(&config);
-    wait_for_index(
-        &server,
-        &json!({"query": "format_money currency", "git_url": "https://github.com/acme/shop.git",
-                "params": {"min_embedding_score": -1.0}}),
+    let (server, _models) = serve_shop(
+        &repo,
+        "[completion]\noutline_bytes = 384\n",
+        "format_money currency",
     )
     .await;
     let prompt_for = |prefix: &'static str, filepath: &'static str, git_url: &'static str| {

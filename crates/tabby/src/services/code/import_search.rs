@@ -3,7 +3,7 @@
 //! query's BM25 terms plus the imported names, under the same source filter as every search.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::BTreeSet,
     sync::{Arc, Mutex},
 };
 
@@ -23,18 +23,35 @@ use tantivy::{
 
 use tabby_index::code::imports;
 
-use super::{Bm25Query, CodeSearchService, bm25_leg, query, stitch};
+use super::{
+    Bm25Query, CodeSearchService, bm25_leg, generation_cache::PerGeneration, query, stitch,
+};
 
 /// Per searcher generation: every indexed file path (all sources), and the resolved imports of
 /// the files completions were asked in.
-#[derive(Default)]
 pub struct PathCache {
     paths: Mutex<Option<(u64, Arc<imports::PathIndex>)>>,
-    imports: Mutex<(u64, ImportsByFile)>,
+    imports: PerGeneration<FileImports>,
 }
 
-/// (source id, file path) → the file's imports.
-type ImportsByFile = HashMap<(String, String), Arc<FileImports>>;
+impl Default for PathCache {
+    fn default() -> Self {
+        Self {
+            paths: Mutex::default(),
+            // An entry is a few paths, names and statements.
+            imports: PerGeneration::new(MAX_CACHED_FILES, usize::MAX),
+        }
+    }
+}
+
+/// The file a completion is asked in, as the index and its repository have it.
+pub(super) struct EditedFile {
+    pub language: String,
+    pub filepath: String,
+    pub searcher: Searcher,
+    pub paths: Arc<imports::PathIndex>,
+    pub imports: Arc<FileImports>,
+}
 
 /// What the indexed version of a file imports.
 #[derive(Debug, Default)]
@@ -53,37 +70,10 @@ pub struct FileImports {
 /// filling with the names lowered it further (click 0.075 → 0.054).
 const QUERY_WEIGHT: usize = 1;
 
-/// Files whose imports are kept per generation (an entry is a few paths and names).
+/// Files whose imports are kept per generation.
 const MAX_CACHED_FILES: usize = 1024;
 
 impl PathCache {
-    /// The imports of `filepath` in `source_id` as indexed, from the cache or `resolve`.
-    fn indexed_imports(
-        &self,
-        searcher: &Searcher,
-        source_id: &str,
-        filepath: &str,
-        resolve: impl FnOnce() -> Result<FileImports, CodeSearchError>,
-    ) -> Result<Arc<FileImports>, CodeSearchError> {
-        let generation = searcher.generation().generation_id();
-        let key = (source_id.to_string(), filepath.to_string());
-        {
-            let cache = self.imports.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.0 == generation
-                && let Some(found) = cache.1.get(&key)
-            {
-                return Ok(found.clone());
-            }
-        }
-        let resolved = Arc::new(resolve()?);
-        let mut cache = self.imports.lock().unwrap_or_else(|e| e.into_inner());
-        if cache.0 != generation || cache.1.len() >= MAX_CACHED_FILES {
-            *cache = (generation, HashMap::new());
-        }
-        cache.1.insert(key, resolved.clone());
-        Ok(resolved)
-    }
-
     /// The paths of `searcher`'s index, from the term dictionary of the chunks' filepath
     /// attribute (no stored document is read); computed once per searcher generation.
     pub(super) fn paths(&self, searcher: &Searcher) -> Arc<imports::PathIndex> {
@@ -121,25 +111,44 @@ impl PathCache {
 }
 
 impl CodeSearchService {
-    /// The imports of `filepath` as indexed, resolved and as written; once per index
-    /// generation (an editor asks again and again in the same file).
-    pub(super) fn file_imports_at(
+    /// The file `query.filepath` in `query.language`, with its imports as indexed (resolved and
+    /// as written; once per index generation: an editor asks again and again in the same
+    /// file); none without a filepath or language.
+    pub(super) fn edited_file(
         &self,
-        searcher: &Searcher,
-        paths: &imports::PathIndex,
-        source_id: &str,
-        language: &str,
-        filepath: &str,
-    ) -> Result<Arc<FileImports>, CodeSearchError> {
-        self.paths
-            .indexed_imports(searcher, source_id, filepath, || {
-                let text = self.source_text(searcher, source_id, filepath)?;
+        query: &CodeSearchQuery,
+    ) -> Result<Option<EditedFile>, CodeSearchError> {
+        let (Some(filepath), Some(language)) =
+            (query.filepath.as_deref(), query.language.as_deref())
+        else {
+            return Ok(None);
+        };
+        let language = self.languages.get(language).canonical_name().to_string();
+        let searcher = self.loaded()?.reader.searcher();
+        let filepath = filepath.replace('\\', "/");
+        let paths = self.paths.paths(&searcher);
+        let source_id = &query.source_id;
+        let imports = self.paths.imports.get_or_make::<CodeSearchError>(
+            searcher.generation().generation_id(),
+            source_id,
+            &filepath,
+            || {
+                let text = self.source_text(&searcher, source_id, &filepath)?;
                 Ok(FileImports {
-                    resolved: imports::resolve(language, filepath, &text, paths),
-                    header: imports::header_statements(language, filepath, &text, paths),
-                    statements: imports::statements(language, &text),
+                    resolved: imports::resolve(&language, &filepath, &text, &paths),
+                    header: imports::header_statements(&language, &filepath, &text, &paths),
+                    statements: imports::statements(&language, &text),
                 })
-            })
+            },
+            |_| 0,
+        )?;
+        Ok(Some(EditedFile {
+            language,
+            filepath,
+            searcher,
+            paths,
+            imports,
+        }))
     }
 
     /// The top-level import statements of `query.filepath` as indexed (none without a filepath
@@ -148,18 +157,10 @@ impl CodeSearchService {
         &self,
         query: &CodeSearchQuery,
     ) -> Result<Vec<ImportStatement>, CodeSearchError> {
-        let (Some(filepath), Some(language)) =
-            (query.filepath.as_deref(), query.language.as_deref())
-        else {
-            return Ok(vec![]);
-        };
-        let language = self.languages.get(language).canonical_name().to_string();
-        let searcher = self.loaded()?.reader.searcher();
-        let filepath = filepath.replace('\\', "/");
-        let paths = self.paths.paths(&searcher);
-        let file =
-            self.file_imports_at(&searcher, &paths, &query.source_id, &language, &filepath)?;
-        Ok(file.header.clone())
+        Ok(self
+            .edited_file(query)?
+            .map(|file| file.imports.header.clone())
+            .unwrap_or_default())
     }
 
     /// Up to `limit` chunks of the files `query.filepath` imports; none without a filepath or
@@ -169,17 +170,16 @@ impl CodeSearchService {
         query: &CodeSearchQuery,
         limit: usize,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
-        let (Some(filepath), Some(language)) =
-            (query.filepath.as_deref(), query.language.as_deref())
+        let Some(EditedFile {
+            language,
+            filepath,
+            searcher,
+            paths,
+            imports: file,
+        }) = self.edited_file(query)?
         else {
             return Ok(vec![]);
         };
-        let language = self.languages.get(language).canonical_name().to_string();
-        let searcher = self.loaded()?.reader.searcher();
-        let filepath = filepath.replace('\\', "/");
-        let paths = self.paths.paths(&searcher);
-        let file =
-            self.file_imports_at(&searcher, &paths, &query.source_id, &language, &filepath)?;
         let indexed = &file.resolved;
         let typed = imports::resolve(&language, &filepath, query::bounded(&query.content), &paths);
         let mut files = indexed.files.clone();

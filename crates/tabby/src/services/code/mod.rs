@@ -3,6 +3,7 @@
 //! (`ranker.rs`; Reciprocal Rank Fusion for the upstream strategy), capped per file
 //! and thresholded.
 
+mod generation_cache;
 mod hamming;
 mod import_search;
 mod outline;

@@ -5,10 +5,7 @@
 //! prefix (`x: Type`, `x = Type(…)`, `x := &Type{…}`) or guessed from its name (`tokenizer` →
 //! `Tokenizer`); every lookup stays within the request's source.
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::sync::Arc;
 
 use tabby_common::api::code::{CodeOutline, CodeSearchError, CodeSearchQuery};
 use tabby_index::code::{
@@ -18,7 +15,10 @@ use tabby_index::code::{
 };
 use tantivy::Searcher;
 
-use super::{CodeSearchService, query, symbols::SymbolUse};
+use super::{
+    CodeSearchService, generation_cache::PerGeneration, import_search::EditedFile, query,
+    symbols::SymbolUse,
+};
 
 /// Files whose parse is kept per searcher generation, and their bytes in all.
 const MAX_CACHED_FILES: usize = 512;
@@ -31,13 +31,17 @@ const MAX_TYPE_FILES: usize = 4;
 const MAX_MODULE_FILES: usize = 4;
 
 /// Per searcher generation: the text and definitions of files outlined.
-#[derive(Default)]
 pub struct OutlineCache {
-    files: Mutex<Parsings>,
+    files: PerGeneration<Parsed>,
 }
 
-/// The generation, the bytes held, and the files by (source id, path).
-type Parsings = (u64, usize, HashMap<(String, String), Arc<Parsed>>);
+impl Default for OutlineCache {
+    fn default() -> Self {
+        Self {
+            files: PerGeneration::new(MAX_CACHED_FILES, MAX_CACHED_BYTES),
+        }
+    }
+}
 
 struct Parsed {
     text: String,
@@ -53,30 +57,17 @@ impl OutlineCache {
         language: &str,
         path: &str,
     ) -> Result<Arc<Parsed>, CodeSearchError> {
-        let generation = searcher.generation().generation_id();
-        let key = (source_id.to_string(), path.to_string());
-        {
-            let cache = self.files.lock().unwrap_or_else(|e| e.into_inner());
-            if cache.0 == generation
-                && let Some(found) = cache.2.get(&key)
-            {
-                return Ok(found.clone());
-            }
-        }
-        let text = service.source_text(searcher, source_id, path)?;
-        let definitions = find_definitions(language, &text);
-        let parsed = Arc::new(Parsed { text, definitions });
-        let mut cache = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let size = parsed.text.len();
-        if cache.0 != generation
-            || cache.2.len() >= MAX_CACHED_FILES
-            || cache.1 + size > MAX_CACHED_BYTES
-        {
-            *cache = (generation, 0, HashMap::new());
-        }
-        cache.1 += size;
-        cache.2.insert(key, parsed.clone());
-        Ok(parsed)
+        self.files.get_or_make(
+            searcher.generation().generation_id(),
+            source_id,
+            path,
+            || {
+                let text = service.source_text(searcher, source_id, path)?;
+                let definitions = find_definitions(language, &text);
+                Ok(Parsed { text, definitions })
+            },
+            |parsed| parsed.text.len(),
+        )
     }
 }
 
@@ -175,23 +166,22 @@ impl CodeSearchService {
         query: &CodeSearchQuery,
         max_bytes: usize,
     ) -> Result<Vec<CodeOutline>, CodeSearchError> {
-        let (Some(filepath), Some(language)) =
-            (query.filepath.as_deref(), query.language.as_deref())
-        else {
-            return Ok(vec![]);
-        };
         let Some(chain) = receiver_chain(&query.content) else {
             return Ok(vec![]);
         };
         if max_bytes == 0 {
             return Ok(vec![]);
         }
-        let language = self.languages.get(language).canonical_name().to_string();
-        let searcher = self.loaded()?.reader.searcher();
-        let filepath = filepath.replace('\\', "/");
-        let paths = self.paths.paths(&searcher);
-        let file =
-            self.file_imports_at(&searcher, &paths, &query.source_id, &language, &filepath)?;
+        let Some(EditedFile {
+            language,
+            filepath,
+            searcher,
+            paths,
+            imports: file,
+        }) = self.edited_file(query)?
+        else {
+            return Ok(vec![]);
+        };
         let mut statements = file.statements.clone();
         statements.extend(imports::statements(
             &language,
