@@ -293,6 +293,21 @@ async fn completion_prompt_outlines_what_the_name_before_the_cursor_leads_to() {
         "{prompt}"
     );
 
+    // Hostile chains: a name of 200,000 bytes, 50,000 links; answered, without an outline.
+    let long_name: &'static str =
+        Box::leak(format!("    {}.", "n".repeat(200_000)).into_boxed_str());
+    let deep: &'static str = Box::leak(format!("    {}", "util.".repeat(50_000)).into_boxed_str());
+    for prefix in [long_name, deep] {
+        let answer = prompt_for(prefix, "shop/checkout.py", "git@github.com:acme/shop.git").await;
+        let snippets = answer["debug_data"]["snippets"].as_array().unwrap();
+        assert!(
+            !snippets
+                .iter()
+                .any(|s| s["body"].as_str().unwrap().contains("):\ndef ")),
+            "{snippets:?}"
+        );
+    }
+
     // A file the index does not hold, or a repository the request may not read: no outline.
     for (filepath, git_url) in [
         ("../../../etc/passwd", "git@github.com:acme/shop.git"),

@@ -23,8 +23,10 @@ use super::{
 /// Files whose parse is kept per searcher generation, and their bytes in all.
 const MAX_CACHED_FILES: usize = 512;
 const MAX_CACHED_BYTES: usize = 64 << 20;
-/// Most names in a chain (`a.b.c.`) followed.
+/// Most names in a chain (`a.b.c.`) followed, and most bytes of one name (a longer one is no
+/// name a definition has: the request's text is not searched with it).
 const MAX_CHAIN: usize = 6;
+const MAX_NAME: usize = 128;
 /// Files a type's name is looked up in.
 const MAX_TYPE_FILES: usize = 4;
 /// Files of one module outlined (a Go package has several).
@@ -90,7 +92,7 @@ pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
             .last()
             .map(|(i, _)| i)?;
         let name = &rest[start..];
-        if name.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+        if name.len() > MAX_NAME || name.chars().next().is_some_and(|c| c.is_ascii_digit()) {
             return None;
         }
         chain.push(name.to_string());
@@ -274,8 +276,11 @@ impl CodeSearchService {
                     SymbolUse::Definition,
                     4 * MAX_TYPE_FILES,
                 ) {
+                    // Files of the edited file's language: their definitions are parsed as such.
                     for doc in found {
-                        if !candidates.contains(&doc.filepath) {
+                        let same_language =
+                            self.languages.get(&doc.language).canonical_name() == language;
+                        if same_language && !candidates.contains(&doc.filepath) {
                             candidates.push(doc.filepath);
                         }
                     }
@@ -379,6 +384,8 @@ mod tests {
         assert_eq!(chain("    x = "), None);
         assert_eq!(chain("    1."), None);
         assert_eq!(chain("a.b.c.d.e.f.g.h."), None, "bounded");
+        let long = format!("    {}.", "x".repeat(100_000));
+        assert_eq!(chain(&long), None, "a name no definition has");
     }
 
     #[test]

@@ -877,6 +877,10 @@ async fn receiver_outlines_follow_imports_and_types() {
         ("src/lib.rs", "mod error;\npub use crate::error::Error;\n"),
         ("src/body.rs", "pub fn send() {}\n"),
         (
+            "src/json.rs",
+            "pub struct Json;\n\nimpl Json {\n    pub fn dumps(&self) {}\n}\n",
+        ),
+        (
             "internal/pricing/pricing.go",
             "package pricing\n\nfunc ApplyDiscount(price float64) float64 {\n\treturn price\n}\n",
         ),
@@ -979,6 +983,9 @@ async fn receiver_outlines_follow_imports_and_types() {
     // Nothing before the cursor to follow, or a name that leads nowhere.
     assert!(outline("python", "shop/parser.py", "    x = ").is_empty());
     assert!(outline("python", "shop/parser.py", "    x = os.").is_empty());
+    // `json.` guesses the type `Json`: only a Python file's definition counts.
+    assert!(outline("python", "shop/parser.py", "    s = json.").is_empty());
+    assert!(!outline("rust", "src/body.rs", "    let s = json.").is_empty());
     // Each source reads its own file of the same path.
     let other = CodeSearchQuery {
         filepath: Some("shop/main.py".into()),
