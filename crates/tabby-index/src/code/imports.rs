@@ -236,6 +236,163 @@ pub fn statements(language: &str, text: &str) -> Vec<String> {
     out
 }
 
+/// Most bytes of a line of merged import statements.
+pub const MERGED_IMPORT_WIDTH: usize = 100;
+
+/// The statements written compactly, for a prompt: Python's `from M import a` statements of one
+/// module, and JavaScript/TypeScript's `import { a } from "m"` ones (one-line or not), written
+/// as one statement per module at the place of its first, its names wrapped into more
+/// statements of the same module where a line would pass `width` bytes (`from M import a` ten
+/// times over, or a name per line, is what a prompt need not spend its bytes on). Other
+/// statements, and other languages', are kept as they are; `internal` holds when it held for any
+/// statement merged.
+pub fn compact_statements(
+    language: &str,
+    statements: Vec<ImportStatement>,
+    width: usize,
+) -> Vec<ImportStatement> {
+    let parts: fn(&str) -> Option<(String, Vec<String>, String)> = if language == "python" {
+        python_from_parts
+    } else if language.contains("javascript") || language.contains("typescript") {
+        js_named_parts
+    } else {
+        return statements;
+    };
+    enum Slot {
+        Kept(ImportStatement),
+        Group(usize),
+    }
+    // Each (head, tail)'s names and whether any of its statements was internal.
+    let mut groups: Vec<(String, String, Vec<String>, bool)> = Vec::new();
+    let mut slots = Vec::new();
+    for statement in statements {
+        let Some((head, names, tail)) = parts(statement.text.trim_end()) else {
+            slots.push(Slot::Kept(statement));
+            continue;
+        };
+        match groups
+            .iter()
+            .position(|(h, t, _, _)| *h == head && *t == tail)
+        {
+            Some(i) => {
+                let group = &mut groups[i];
+                for name in names {
+                    if !group.2.contains(&name) {
+                        group.2.push(name);
+                    }
+                }
+                group.3 |= statement.internal;
+            }
+            None => {
+                groups.push((head, tail, names, statement.internal));
+                slots.push(Slot::Group(groups.len() - 1));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for slot in slots {
+        let (head, tail, names, internal) = match slot {
+            Slot::Kept(statement) => {
+                out.push(statement);
+                continue;
+            }
+            Slot::Group(i) => &groups[i],
+        };
+        let mut line = head.clone();
+        for name in names {
+            let first = line.len() == head.len();
+            if !first && line.len() + 2 + name.len() + tail.len() > width {
+                line.push_str(tail);
+                out.push(ImportStatement {
+                    text: std::mem::replace(&mut line, head.clone()),
+                    internal: *internal,
+                });
+            } else if !first {
+                line.push_str(", ");
+            }
+            line.push_str(name);
+        }
+        line.push_str(tail);
+        out.push(ImportStatement {
+            text: line,
+            internal: *internal,
+        });
+    }
+    out
+}
+
+/// A name of an import list as written once its whitespace is normalized: `a`, `a as b`, and
+/// in TypeScript `type a`; None for anything else.
+fn simple_name(name: &str, typescript: bool) -> Option<String> {
+    let words: Vec<&str> = name.split_whitespace().collect();
+    let ok = match words.as_slice() {
+        [_] | [_, "as", _] => true,
+        ["type", _] | ["type", _, "as", _] => typescript,
+        _ => false,
+    };
+    let identifier = |w: &&str| {
+        w.chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+    };
+    (ok && words.iter().all(identifier)).then(|| words.join(" "))
+}
+
+/// `from M import a, b as c` (one line, no comment, no star) → (`from M import `, names, ``).
+fn python_from_parts(text: &str) -> Option<(String, Vec<String>, String)> {
+    let rest = text.strip_prefix("from ")?;
+    if text.contains(['\n', '(', '\\', '#', ';', '*']) {
+        return None;
+    }
+    let (module, names) = rest.split_once(" import ")?;
+    let module = module.trim();
+    let names = names
+        .split(',')
+        .map(|n| simple_name(n, false))
+        .collect::<Option<Vec<_>>>()?;
+    (!module.is_empty()).then(|| (format!("from {module} import "), names, String::new()))
+}
+
+/// `import { a, b as c } from "m"`, `import type { … } from 'm';`, or the same with `export`
+/// (a re-export), over any number of lines, with no comment → (`import { `, names,
+/// ` } from "m"`).
+fn js_named_parts(text: &str) -> Option<(String, Vec<String>, String)> {
+    if text.contains("//") || text.contains("/*") {
+        return None;
+    }
+    let keyword = ["import", "export"]
+        .into_iter()
+        .find(|k| text.starts_with(k))?;
+    let rest = &text[keyword.len()..];
+    let (kind, rest) = match rest.trim_start().strip_prefix("type ") {
+        Some(rest) => (format!("{keyword} type {{ "), rest),
+        None => (format!("{keyword} {{ "), rest),
+    };
+    let rest = rest.trim_start().strip_prefix('{')?;
+    let (list, after) = rest.split_once('}')?;
+    let after = after.trim_start().strip_prefix("from")?.trim();
+    let (module, semicolon) = match after.strip_suffix(';') {
+        Some(m) => (m.trim_end(), ";"),
+        None => (after, ""),
+    };
+    let quoted = module.len() >= 2
+        && (module.starts_with('"') && module.ends_with('"')
+            || module.starts_with('\'') && module.ends_with('\''))
+        && !module[1..module.len() - 1].contains(['"', '\'', '\n']);
+    if !quoted {
+        return None;
+    }
+    let names = list
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| simple_name(n, true))
+        .collect::<Option<Vec<_>>>()?;
+    if names.is_empty() {
+        return None;
+    }
+    Some((kind, names, format!(" }} from {module}{semicolon}")))
+}
+
 /// Most bytes of one header statement (a longer one is left out, not cut).
 const MAX_HEADER_STATEMENT: usize = 1024;
 
@@ -951,6 +1108,102 @@ mod tests {
         let got = resolve(language, current, text, &paths(repo));
         assert_eq!(got.files, files, "files of {text:?}");
         assert_eq!(got.names, names, "names of {text:?}");
+    }
+
+    #[test]
+    fn import_statements_of_one_module_merge_in_place_and_wrap() {
+        let st = |text: &str, internal: bool| ImportStatement {
+            text: text.to_string(),
+            internal,
+        };
+        let input = vec![
+            st("import os", false),
+            st("from shop.api import load", true),
+            st("from shop.errors import KeyError_", true),
+            st("from shop.api import dump as write", false),
+            st("from shop.api import load", true),
+            st("from typing import (\n    Any,\n)", false),
+            st("from shop.api import *", true),
+            st("from shop.errors import ParseError  # the parser's", true),
+        ];
+        let got = compact_statements("python", input.clone(), 100);
+        let texts: Vec<&str> = got.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "import os",
+                "from shop.api import load, dump as write",
+                "from shop.errors import KeyError_",
+                "from typing import (\n    Any,\n)",
+                "from shop.api import *",
+                "from shop.errors import ParseError  # the parser's",
+            ]
+        );
+        assert!(got[1].internal, "internal when any merged statement was");
+        // Other languages are untouched.
+        assert_eq!(compact_statements("rust", input.clone(), 100), input);
+        // Names wrap into more statements of the same module, none longer than the width
+        // unless one name alone is.
+        let many: Vec<ImportStatement> = (0..30)
+            .map(|i| st(&format!("from pkg.api import name_{i:02}"), true))
+            .collect();
+        let got = compact_statements("python", many, 60);
+        assert!(got.len() > 1 && got.len() < 30, "{got:?}");
+        let mut names = Vec::new();
+        for s in &got {
+            assert!(s.text.len() <= 60, "{}", s.text);
+            let (_, list) = s.text.split_once(" import ").unwrap();
+            names.extend(list.split(", ").map(str::to_string));
+        }
+        let want: Vec<String> = (0..30).map(|i| format!("name_{i:02}")).collect();
+        assert_eq!(names, want);
+        let long = vec![st(&format!("from m import {}", "x".repeat(80)), false)];
+        assert_eq!(compact_statements("python", long.clone(), 60), long);
+
+        // JavaScript/TypeScript: named imports and re-exports over several lines, per module
+        // and kind, the quotes and semicolon as written.
+        let ts = vec![
+            st(
+                "import {\n    $mobx,\n    endBatch,\n    startBatch as begin\n} from \"../internal\"",
+                true,
+            ),
+            st("import React from \"react\"", false),
+            st("import type { IAtom } from '../core/atom';", true),
+            st("import { die, endBatch } from \"../internal\"", true),
+            st("export { autorun } from \"./api/autorun\"", true),
+            st("import { a, /* b, */ c } from \"./x\"", true),
+            st("import * as all from \"./y\"", true),
+        ];
+        let got = compact_statements("javascript-typescript", ts, 100);
+        let texts: Vec<&str> = got.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "import { $mobx, endBatch, startBatch as begin, die } from \"../internal\"",
+                "import React from \"react\"",
+                "import type { IAtom } from '../core/atom';",
+                "export { autorun } from \"./api/autorun\"",
+                "import { a, /* b, */ c } from \"./x\"",
+                "import * as all from \"./y\"",
+            ]
+        );
+        let wide: Vec<ImportStatement> = vec![st(
+            &format!(
+                "import {{\n{}\n}} from \"../internal\"",
+                (0..40)
+                    .map(|i| format!("    name{i:02},"))
+                    .collect::<String>()
+            ),
+            true,
+        )];
+        let got = compact_statements("javascript-typescript", wide, 100);
+        assert!(got.len() >= 3, "{got:?}");
+        for s in &got {
+            assert!(s.text.len() <= 100, "{}", s.text);
+            assert!(
+                s.text.starts_with("import { name") && s.text.ends_with(" } from \"../internal\"")
+            );
+        }
     }
 
     #[test]

@@ -254,16 +254,23 @@ impl CodeSearchService {
                     // What it imports from the repository's own modules: a package's
                     // `__init__.py`, an `index.ts` or a `mod.rs` offers those names.
                     let facade = defined.iter().filter(|l| !l.private).count() < 3;
-                    let mut lines: Vec<OutlineLine> =
+                    let offered: Vec<_> =
                         imports::header_statements(&language, path, &parsed.text, &paths)
                             .into_iter()
                             .filter(|s| s.internal)
-                            .map(|s| OutlineLine {
-                                text: s.text,
-                                header: false,
-                                private: !facade,
-                            })
                             .collect();
+                    let mut lines: Vec<OutlineLine> = imports::compact_statements(
+                        &language,
+                        offered,
+                        imports::MERGED_IMPORT_WIDTH,
+                    )
+                    .into_iter()
+                    .map(|s| OutlineLine {
+                        text: s.text,
+                        header: false,
+                        private: !facade,
+                    })
+                    .collect();
                     lines.extend(defined);
                     Some((path.clone(), lines))
                 })

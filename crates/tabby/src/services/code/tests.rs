@@ -860,7 +860,7 @@ async fn receiver_outlines_follow_imports_and_types() {
         ),
         (
             "shop/__init__.py",
-            "from shop.util import format_money, parse_money\n",
+            "from shop.util import format_money\nfrom shop.util import parse_money\n",
         ),
         (
             "shop/chars.py",
@@ -936,7 +936,7 @@ async fn receiver_outlines_follow_imports_and_types() {
             "def format_money(amount):\ndef parse_money(text):\n"
         )
     );
-    // A package's `__init__.py` offers what it imports.
+    // A package's `__init__.py` offers what it imports, one module's statements as one.
     assert_eq!(
         outline("python", "shop/parser.py", "    y = shop."),
         one(

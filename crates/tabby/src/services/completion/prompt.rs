@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use tabby_common::{api::code::ImportStatement, config::SnippetFormat, languages::Language};
+use tabby_index::code::imports::{MERGED_IMPORT_WIDTH, compact_statements};
 
 use super::types::Snippet;
 
@@ -137,6 +138,7 @@ pub fn build_prompt(
         after_suffix.saturating_sub(budget.snippet_bytes + budget.import_bytes),
     );
     let header = import_header(
+        input.language.canonical_name(),
         input.imports,
         surely_kept,
         budget.import_bytes.min(after_suffix),
@@ -205,12 +207,15 @@ pub fn build_prompt(
 /// The import statements the prompt shows above the prefix, within `max` bytes: those not in
 /// `prefix`, the ones that resolve to files of the repository first (where a call's callee is
 /// most likely defined), whole statements only, written in file order and followed by a blank
-/// line; empty when none fits.
-fn import_header(imports: &[ImportStatement], prefix: &str, max: usize) -> String {
-    let shown: Vec<&ImportStatement> = imports
+/// line; empty when none fits. Python's `from M import a` statements of one module are written
+/// as one.
+fn import_header(language: &str, imports: &[ImportStatement], prefix: &str, max: usize) -> String {
+    let shown: Vec<ImportStatement> = imports
         .iter()
         .filter(|s| !s.text.trim().is_empty() && !prefix.contains(s.text.trim()))
+        .cloned()
         .collect();
+    let shown = compact_statements(language, shown, MERGED_IMPORT_WIDTH);
     let mut chosen = vec![false; shown.len()];
     // The blank line that ends the header.
     let mut used = 1;
@@ -941,8 +946,9 @@ mod tests {
     }
 
     /// The file's imports above the editor's window reach the prompt: whole statements, the
-    /// repository's own first when room is short, in file order, none the prefix shows, the
-    /// FIM tokens intact, within the whole budget.
+    /// repository's own first when room is short, in file order, none the prefix shows, one
+    /// module's `from … import` statements as one, the FIM tokens intact, within the whole
+    /// budget.
     #[test]
     fn import_statements_the_prefix_does_not_show_go_above_it() {
         let (prefix, suffix) = editor_request();
@@ -957,20 +963,22 @@ mod tests {
             statement("from .shown import visible", true),
             statement("import collections.abc", false),
             statement("from .cart import add_item", true),
+            statement("from .cart import remove_item", true),
         ];
         let table = LanguageTable::builtin();
         let template = PromptTemplate::new(QWEN).unwrap();
         let top = snippet("pkg/helper.py", "def helper(a, b):\n    return a + b");
         for (import_bytes, expected) in [
             (0, ""),
-            // The repository's own two (44 and 27 bytes with their newlines) and a blank line.
+            // The repository's own two (44 bytes, and 40 for the two statements of `.cart`
+            // written as one, with their newlines) and a blank line.
             (
-                75,
-                "from .pricing import (\n    compute_price,\n)\nfrom .cart import add_item\n\n",
+                85,
+                "from .pricing import (\n    compute_price,\n)\nfrom .cart import add_item, remove_item\n\n",
             ),
             (
                 200,
-                "import os\nfrom .pricing import (\n    compute_price,\n)\nimport collections.abc\nfrom .cart import add_item\n\n",
+                "import os\nfrom .pricing import (\n    compute_price,\n)\nimport collections.abc\nfrom .cart import add_item, remove_item\n\n",
             ),
             // Too small for any: nothing, not a cut statement.
             (10, ""),
