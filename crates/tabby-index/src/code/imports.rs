@@ -251,7 +251,7 @@ pub fn compact_statements(
     statements: Vec<ImportStatement>,
     width: usize,
 ) -> Vec<ImportStatement> {
-    let parts: fn(&str) -> Option<(String, Vec<String>, String)> = if language == "python" {
+    let parts: fn(&str) -> Option<ListParts> = if language == "python" {
         python_from_parts
     } else if language.contains("javascript") || language.contains("typescript") {
         js_named_parts
@@ -321,6 +321,9 @@ pub fn compact_statements(
     out
 }
 
+/// A statement's text before its names, the names, and its text after them.
+type ListParts = (String, Vec<String>, String);
+
 /// A name of an import list as written once its whitespace is normalized: `a`, `a as b`, and
 /// in TypeScript `type a`; None for anything else.
 fn simple_name(name: &str, typescript: bool) -> Option<String> {
@@ -338,7 +341,7 @@ fn simple_name(name: &str, typescript: bool) -> Option<String> {
 }
 
 /// `from M import a, b as c` (one line, no comment, no star) → (`from M import `, names, ``).
-fn python_from_parts(text: &str) -> Option<(String, Vec<String>, String)> {
+fn python_from_parts(text: &str) -> Option<ListParts> {
     let rest = text.strip_prefix("from ")?;
     if text.contains(['\n', '(', '\\', '#', ';', '*']) {
         return None;
@@ -355,7 +358,7 @@ fn python_from_parts(text: &str) -> Option<(String, Vec<String>, String)> {
 /// `import { a, b as c } from "m"`, `import type { … } from 'm';`, or the same with `export`
 /// (a re-export), over any number of lines, with no comment → (`import { `, names,
 /// ` } from "m"`).
-fn js_named_parts(text: &str) -> Option<(String, Vec<String>, String)> {
+fn js_named_parts(text: &str) -> Option<ListParts> {
     if text.contains("//") || text.contains("/*") {
         return None;
     }
