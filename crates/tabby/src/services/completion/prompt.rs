@@ -317,7 +317,8 @@ impl<'a> SnippetWriter<'a> {
 
     /// The snippets that fit in `room` bytes, in order: whole, or else (with `head_lines`) the
     /// longest head of at most `head_lines` whole lines that fits, or else passed over for
-    /// smaller ones after it. One already in the prefix or suffix is left out.
+    /// smaller ones after it. One already in the prefix or suffix, or in a snippet of the same
+    /// file written before it, is left out.
     fn write(
         &self,
         snippets: &[Snippet],
@@ -330,7 +331,13 @@ impl<'a> SnippetWriter<'a> {
         let mut chosen = Vec::new();
         for snippet in snippets {
             let text = snippet.body.trim();
-            if text.is_empty() || prefix.contains(text) || suffix.contains(text) {
+            // (a one-line hit such as `class Parser:` is in the outline of that class already)
+            let shown = |c: &Snippet| c.filepath == snippet.filepath && c.body.contains(text);
+            if text.is_empty()
+                || prefix.contains(text)
+                || suffix.contains(text)
+                || chosen.iter().any(shown)
+            {
                 continue;
             }
             let first = chosen.is_empty();
@@ -881,6 +888,27 @@ mod tests {
             budget(1000, 500, 100),
         );
         assert!(built.snippets.is_empty());
+    }
+
+    #[test]
+    fn snippet_already_in_a_snippet_of_its_file_is_left_out() {
+        let outline = snippet("pkg/parser.py", "class Parser:\n    def parse(self):\n");
+        let built = build(
+            Some(QWEN),
+            SnippetFormat::FileSep,
+            "x = 1\n",
+            "",
+            &[
+                outline.clone(),
+                snippet("pkg/parser.py", "class Parser:"),
+                snippet("pkg/other.py", "class Parser:"),
+            ],
+            budget(1000, 500, 100),
+        );
+        let files: Vec<&str> = built.snippets.iter().map(|s| s.filepath.as_str()).collect();
+        assert_eq!(files, ["pkg/parser.py", "pkg/other.py"]);
+        assert_eq!(built.snippets[0], outline);
+        assert_eq!(built.prompt.matches("class Parser:").count(), 2);
     }
 
     #[test]
