@@ -45,6 +45,11 @@ struct Env {
 
 impl Env {
     async fn start() -> Env {
+        Self::start_with(&[]).await
+    }
+
+    /// A server started with `args` (`--role web`).
+    async fn start_with(args: &[&str]) -> Env {
         let chat =
             FakeServer::start(Protocol::OpenAi, Script::default().when(QUESTION, ANSWER)).await;
         let embedder =
@@ -58,8 +63,9 @@ impl Env {
                 "\n[security]\nlocal_repository_roots = [{}]\nfetch_allowed_hosts = [\"127.0.0.1\"]\n",
                 json!(std::env::temp_dir().display().to_string())
             );
-        let server = TabbyServer::start_ee(
+        let server = TabbyServer::start_with_env(
             &config,
+            args,
             &[("TABBY_MODEL_CACHE_ROOT", models.path().to_str().unwrap())],
         );
         let owner = register_owner(&server, "owner@example.com").await;
@@ -79,6 +85,13 @@ impl Env {
     /// A GraphQL request as the owner that must succeed.
     async fn gql(&self, query: &str, variables: Value) -> Value {
         gql_ok(&self.server, Some(self.token()), query, variables).await
+    }
+
+    /// Another process on the same `TABBY_ROOT` with `args` (`--role worker`).
+    fn replica(&self, name: &str, args: &[&str]) -> Replica {
+        let models = self.models.path().to_str().unwrap();
+        self.server
+            .replica(name, args, &[("TABBY_MODEL_CACHE_ROOT", models)])
     }
 
     /// `kill -9`, then a new server on the same `TABBY_ROOT`.
@@ -874,8 +887,10 @@ async fn ee_jobs_a_run_interrupted_by_kill_9_is_failed_and_run_again() {
     env.kill_and_restart();
     site.open();
 
-    // The interrupted run is marked failed (-1), and its command runs again, to the end.
-    let old = wait_finished(&env, &old_id, Duration::from_secs(20)).await;
+    // The interrupted run is marked failed (-1), and its command runs again, to the end (once
+    // the new process holds the worker lease: the killed one's runs out 15 s after its last
+    // renewal).
+    let old = wait_finished(&env, &old_id, Duration::from_secs(40)).await;
     assert_eq!(old["exitCode"], -1, "{old}");
     assert!(!old["finishedAt"].is_null(), "{old}");
     let rerun = poll(
@@ -903,6 +918,102 @@ async fn ee_jobs_a_run_interrupted_by_kill_9_is_failed_and_run_again() {
     assert!(text.contains("indexed 1 pages of"), "{text}");
     assert!(
         env.server.stderr().contains("interrupted by a restart"),
+        "{}",
+        env.server.stderr()
+    );
+}
+
+// ---- 4b. workers sharing a root: one works, a standby takes over from a killed one ----
+
+#[tokio::test]
+async fn ee_jobs_a_standby_worker_takes_over_the_run_of_a_killed_worker() {
+    let env = Env::start_with(&["--role", "web"]).await;
+    let first = env.replica("w1", &["--role", "worker"]);
+    poll(
+        "w1 to become the worker",
+        Duration::from_secs(30),
+        || async {
+            first
+                .stderr()
+                .contains("this process is the job worker")
+                .then_some(())
+        },
+    )
+    .await;
+    let standby = env.replica("w2", &["--role", "worker"]);
+    poll("w2 to start", Duration::from_secs(30), || async {
+        get_json(&standby.url("/readyz"))
+            .await
+            .0
+            .eq(&200)
+            .then_some(())
+    })
+    .await;
+
+    let site = Site::start(
+        &[(
+            "/docs/",
+            "<title>Slow docs</title><p>Pages served slowly</p>".into(),
+        )],
+        false,
+    )
+    .await;
+    env.gql(
+        "mutation($i: CreateCustomDocumentInput!) { createCustomDocument(input: $i) }",
+        json!({"i": {"name": "Slow docs", "url": site.url("/docs/")}}),
+    )
+    .await;
+    const DOCS: &str = "{ customWebDocuments { edges { node { jobInfo { lastJobRun { id startedAt exitCode } } } } } }";
+    let last_run = || async {
+        env.gql(DOCS, json!({})).await["customWebDocuments"]["edges"][0]["node"]["jobInfo"]
+            ["lastJobRun"]
+            .clone()
+    };
+    site.wait_requested().await;
+    let running = last_run().await;
+    assert!(
+        !running["startedAt"].is_null() && running["exitCode"].is_null(),
+        "{running}"
+    );
+    let old_id = running["id"].as_str().unwrap().to_string();
+    // The crawl is w1's: the standby started no run and enqueued nothing of the schedules.
+    assert!(
+        first.stderr().contains("(web_crawler) started"),
+        "{}",
+        first.stderr()
+    );
+    assert!(
+        !standby.stderr().contains("job run"),
+        "{}",
+        standby.stderr()
+    );
+    assert!(!standby.stderr().contains("this process is the job worker"));
+
+    // kill -9 of the worker mid-run (dropping a replica kills it).
+    drop(first);
+    site.open();
+    let old = wait_finished(&env, &old_id, Duration::from_secs(40)).await;
+    assert_eq!(old["exitCode"], -1, "{old}");
+    let rerun = poll(
+        "the crawl to run again",
+        Duration::from_secs(30),
+        || async {
+            let last = last_run().await;
+            (last["id"] != old_id.as_str() && !last["exitCode"].is_null()).then_some(last)
+        },
+    )
+    .await;
+    assert_eq!(rerun["exitCode"], 0, "{rerun}");
+    let log = standby.stderr();
+    assert!(log.contains("this process is the job worker"), "{log}");
+    assert!(
+        log.contains("interrupted by a restart or the loss of its worker"),
+        "{log}"
+    );
+    assert!(log.contains("(web_crawler) finished"), "{log}");
+    // The web replica never ran a job.
+    assert!(
+        !env.server.stderr().contains("job run"),
         "{}",
         env.server.stderr()
     );

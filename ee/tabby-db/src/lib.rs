@@ -18,6 +18,7 @@ mod integrations;
 mod invitations;
 mod job_runs;
 mod ldap_credential;
+mod leases;
 mod migrate;
 mod notifications;
 mod oauth_credential;

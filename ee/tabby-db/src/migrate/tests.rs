@@ -17,6 +17,7 @@ const TABLES: &[&str] = &[
     "invitations",
     "job_runs",
     "ldap_credential",
+    "leases",
     "notifications",
     "oauth_credential",
     "password_reset",
@@ -173,6 +174,7 @@ async fn fill(db: &DbConn) {
         .await
         .unwrap();
     db.create_job_run("hourly", "\"Hourly\"").await.unwrap();
+    assert!(db.take_lease("worker", "process-1", 15).await.unwrap());
     db.end_user_sessions(other).await.unwrap();
     let notification = db.create_notification("admin", "failed").await.unwrap();
     db.mark_notifications_read(user, true, Some(notification))

@@ -734,3 +734,46 @@ async fn ingested_documents_deletion_expiry_stats_and_work() {
             .is_empty()
     );
 }
+
+// ---- leases ----
+
+#[tokio::test]
+async fn a_lease_has_one_holder_until_it_runs_out() {
+    let (_dir, db, raw) = file_db().await;
+    assert!(
+        db.take_lease("worker", "a", 15).await.unwrap(),
+        "free: a takes it"
+    );
+    assert!(
+        !db.take_lease("worker", "b", 15).await.unwrap(),
+        "b waits while a's runs"
+    );
+    assert!(db.take_lease("worker", "a", 15).await.unwrap(), "a renews");
+    assert!(
+        db.take_lease("schedules", "b", 15).await.unwrap(),
+        "another name, another lease"
+    );
+    // a stops renewing: once its lease has run out, b takes it, and a is refused.
+    let expired = sqlx::query(
+        "UPDATE leases SET expires_at = DATETIME('now', '-1 seconds') WHERE name = 'worker'",
+    )
+    .execute(&raw)
+    .await
+    .unwrap()
+    .rows_affected();
+    assert_eq!(expired, 1);
+    assert!(db.take_lease("worker", "b", 15).await.unwrap());
+    assert!(!db.take_lease("worker", "a", 15).await.unwrap());
+    // Holders racing for a free lease: exactly one gets it.
+    let racers: Vec<_> = (0..8)
+        .map(|i| {
+            let db = db.clone();
+            tokio::spawn(async move { db.take_lease("race", &format!("h{i}"), 15).await.unwrap() })
+        })
+        .collect();
+    let mut takes = Vec::new();
+    for racer in racers {
+        takes.push(racer.await.unwrap());
+    }
+    assert_eq!(takes.iter().filter(|t| **t).count(), 1, "{takes:?}");
+}

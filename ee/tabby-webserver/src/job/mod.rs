@@ -4,8 +4,11 @@
 //! `triggerJobRun` takes the same strings). Cron and user actions only enqueue; one worker
 //! takes pending rows in order, sets `started_at`, runs the job with a log file at
 //! `$TABBY_ROOT/ee/jobs/<id>/stdout.log`, and records the exit code. A failed job notifies the
-//! admins and the worker goes on. At start-up, runs that were running when the server stopped
-//! are marked failed and their commands enqueued again.
+//! admins and the worker goes on. Of the processes that share a database, the one holding
+//! the `worker` lease (renewed every 5 s, run out after 15 s) is the worker and enqueues the
+//! scheduled jobs; the others stand by. A process that becomes the worker first marks the runs
+//! left running (by itself before a restart, or by the worker it takes over from) failed and
+//! enqueues their commands again.
 //!
 //! One file per job (`index_repository`, `index_provided`, `web_crawler`, `garbage_collection`, `ingestion`,
 //! `maintenance` for hourly and daily); `event` is the command, `sources` reads the rows a job
@@ -55,6 +58,13 @@ use crate::directory::Directory;
 /// Pending runs are looked for at least this often (a trigger wakes the worker at once).
 const POLL_INTERVAL: Duration = Duration::from_secs(5);
 
+/// The lease that makes one of the processes sharing a database the worker.
+const WORKER_LEASE: &str = "worker";
+/// How long the worker lease lasts without a renewal; the worker renews it at a third of that
+/// (also while a job runs), and a standby process tries to take it as often.
+const WORKER_LEASE_SECS: u32 = 15;
+const WORKER_LEASE_RENEW: Duration = Duration::from_secs(5);
+
 /// What jobs need from the server: where things are and the embedding model.
 pub struct JobDeps {
     pub index_dir: PathBuf,
@@ -73,6 +83,8 @@ pub struct JobService {
     integrations: OnceLock<Arc<crate::integration::IntegrationSync>>,
     wake: Notify,
     live: LiveRuns,
+    /// This process among those that share the database, as the holder of leases.
+    instance: String,
 }
 
 impl JobService {
@@ -87,6 +99,7 @@ impl JobService {
             integrations: OnceLock::new(),
             wake: Notify::new(),
             live: LiveRuns::default(),
+            instance: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()),
         }
     }
 
@@ -206,30 +219,12 @@ impl JobService {
         Ok(())
     }
 
-    /// Starts the worker and the schedules. At start: stale runs are failed and re-enqueued,
-    /// then every repository is enqueued for indexing.
+    /// Starts the worker and the schedules: every repository is enqueued for indexing, then
+    /// the process runs jobs while it holds the worker lease, and stands by while another
+    /// process does.
     pub fn start(self: &Arc<Self>) {
         let service = self.clone();
         tokio::spawn(async move {
-            match service.db.finalize_stale_job_runs().await {
-                Ok(stale) => {
-                    for run in stale {
-                        warn!(
-                            "job run {} ({}) was interrupted by a restart: marked failed, enqueued again",
-                            run.id, run.job
-                        );
-                        // Commands of older versions may carry credentials: store the
-                        // redacted form.
-                        let command = BackgroundJobEvent::from_command(&run.command)
-                            .map(|e| e.to_command())
-                            .unwrap_or(run.command);
-                        if let Err(e) = service.db.create_job_run(&run.job, &command).await {
-                            warn!("cannot re-enqueue job run {}: {e}", run.id);
-                        }
-                    }
-                }
-                Err(e) => warn!("cannot finalize stale job runs: {e}"),
-            }
             if let Err(e) = service.trigger_all_repositories().await {
                 warn!("cannot enqueue repository indexing: {e:#}");
             }
@@ -238,21 +233,94 @@ impl JobService {
         self.clone().spawn_schedules();
     }
 
+    /// Takes or renews the worker lease; whether this process is the worker now.
+    async fn hold_worker_lease(&self) -> bool {
+        match self
+            .db
+            .take_lease(WORKER_LEASE, &self.instance, WORKER_LEASE_SECS)
+            .await
+        {
+            Ok(held) => held,
+            Err(e) => {
+                warn!("cannot take the worker lease: {e}");
+                false
+            }
+        }
+    }
+
+    /// Whether this process is the one that enqueues the scheduled jobs (the worker).
+    pub(super) async fn schedules_here(&self) -> bool {
+        self.hold_worker_lease().await
+    }
+
+    /// Fails the runs left running when this process became the worker (no worker runs them
+    /// any more) and enqueues their commands again.
+    async fn recover_stale_runs(&self) {
+        match self.db.finalize_stale_job_runs().await {
+            Ok(stale) => {
+                for run in stale {
+                    warn!(
+                        "job run {} ({}) was interrupted by a restart or the loss of its worker: marked failed, enqueued again",
+                        run.id, run.job
+                    );
+                    // Commands of older versions may carry credentials: store the redacted
+                    // form.
+                    let command = BackgroundJobEvent::from_command(&run.command)
+                        .map(|e| e.to_command())
+                        .unwrap_or(run.command);
+                    if let Err(e) = self.db.create_job_run(&run.job, &command).await {
+                        warn!("cannot re-enqueue job run {}: {e}", run.id);
+                    }
+                }
+            }
+            Err(e) => warn!("cannot finalize stale job runs: {e}"),
+        }
+    }
+
     async fn worker(&self) {
+        let mut working = false;
         loop {
+            if !self.hold_worker_lease().await {
+                if working {
+                    warn!("the worker lease went to another process: standing by");
+                }
+                working = false;
+                tokio::time::sleep(WORKER_LEASE_RENEW).await;
+                continue;
+            }
+            if !working {
+                info!("this process is the job worker");
+                working = true;
+                self.recover_stale_runs().await;
+            }
             let run = match self.db.claim_next_job_run().await {
                 Ok(Some(run)) => run,
                 Ok(None) => {
-                    let _ = tokio::time::timeout(POLL_INTERVAL, self.wake.notified()).await;
+                    let wait = POLL_INTERVAL.min(WORKER_LEASE_RENEW);
+                    let _ = tokio::time::timeout(wait, self.wake.notified()).await;
                     continue;
                 }
                 Err(e) => {
                     warn!("cannot read pending job runs: {e}");
-                    tokio::time::sleep(POLL_INTERVAL).await;
+                    tokio::time::sleep(POLL_INTERVAL.min(WORKER_LEASE_RENEW)).await;
                     continue;
                 }
             };
-            let exit_code = self.execute(&run).await;
+            // The lease is renewed while the job runs (a long indexing run keeps it).
+            let exit_code = {
+                let running = self.execute(&run);
+                tokio::pin!(running);
+                loop {
+                    tokio::select! {
+                        code = &mut running => break code,
+                        _ = tokio::time::sleep(WORKER_LEASE_RENEW) => {
+                            if !self.hold_worker_lease().await {
+                                warn!("job run {}: the worker lease could not be renewed", run.id);
+                            }
+                        }
+                    }
+                }
+            };
             if let Err(e) = self.db.finish_job_run(run.id, exit_code).await {
                 warn!("cannot record the end of job run {}: {e}", run.id);
             }

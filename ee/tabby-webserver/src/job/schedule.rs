@@ -1,4 +1,6 @@
-//! Upstream's schedules (6-field cron, UTC). Cron only enqueues; the worker runs.
+//! Upstream's schedules (6-field cron, UTC). Cron only enqueues, and only in the process that
+//! holds the worker lease (so that the runs do not multiply with the processes); the worker
+//! runs.
 
 use std::sync::Arc;
 
@@ -17,6 +19,9 @@ impl JobService {
         spawn_cron(HOURLY, move || {
             let service = hourly.clone();
             async move {
+                if !service.schedules_here().await {
+                    return;
+                }
                 if let Err(e) = service.trigger(&BackgroundJobEvent::Hourly).await {
                     warn!("cannot enqueue the hourly job: {e:#}");
                 }
@@ -26,6 +31,9 @@ impl JobService {
         spawn_cron(DAILY, move || {
             let service = daily.clone();
             async move {
+                if !service.schedules_here().await {
+                    return;
+                }
                 if let Err(e) = service.trigger(&BackgroundJobEvent::Daily).await {
                     warn!("cannot enqueue the daily job: {e:#}");
                 }
@@ -35,6 +43,9 @@ impl JobService {
         spawn_cron(INGESTION_CHECK, move || {
             let service = self.clone();
             async move {
+                if !service.schedules_here().await {
+                    return;
+                }
                 match service.db.ingestion_has_work(Utc::now().timestamp()).await {
                     Ok(true) => {
                         if let Err(e) = service
