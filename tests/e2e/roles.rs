@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::{
     ee_policy::wait_until_searchable,
-    ee_support::{bearer, register_owner, rest},
+    ee_support::{PASSWORD, bearer, graphql, invite_and_register, poll, register_owner, rest},
     rag::{make_shop_repo, wait_for_index},
     support::*,
 };
@@ -94,4 +94,68 @@ async fn ee_a_worker_runs_the_jobs_a_web_replica_serves() {
     // The run was the worker's: the web replica's log never started one.
     assert!(worker.stderr().contains("job run"), "{}", worker.stderr());
     assert!(!web.stderr().contains("job run"), "{}", web.stderr());
+}
+
+/// Two web replicas on one root: a user created through one signs in through the other, and
+/// an auth token reset through one is refused by the other within the documented staleness
+/// (2 s; each process reads the database's change counter every second).
+#[tokio::test]
+async fn ee_what_one_replica_changes_in_authorization_holds_in_another() {
+    let a = TabbyServer::start_with_env("", &["--role", "web"], &[]);
+    let owner = register_owner(&a, "owner@example.com").await;
+    let b = a.replica("b", &["--role", "web"], &[]);
+    let health_on_b = |token: String| {
+        let url = b.url("/v1/health");
+        async move {
+            client()
+                .get(url)
+                .header("authorization", bearer(&token))
+                .send()
+                .await
+                .expect("request")
+                .status()
+                .as_u16()
+        }
+    };
+    poll("replica b to serve", Duration::from_secs(60), || async {
+        (health_on_b(owner.auth_token.clone()).await == 200).then_some(())
+    })
+    .await;
+
+    // A user created through a signs in through b.
+    let member = invite_and_register(&a, &owner, "member@example.com").await;
+    let signed_in = graphql(
+        &b.url("/graphql"),
+        None,
+        "mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken } }",
+        json!({"e": member.email, "p": PASSWORD}),
+    )
+    .await;
+    assert!(
+        signed_in["data"]["tokenAuth"]["accessToken"].is_string(),
+        "{signed_in}"
+    );
+
+    // The owner's auth token reset through a: b refuses the old one soon after.
+    let (status, _, _) = rest(
+        &a,
+        "POST",
+        "/graphql",
+        Some(&bearer(&owner.access_token)),
+        Some(&json!({"query": "mutation { resetUserAuthToken }"})),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let reset = std::time::Instant::now();
+    poll(
+        "b to refuse the old token",
+        Duration::from_secs(10),
+        || async { (health_on_b(owner.auth_token.clone()).await == 401).then_some(()) },
+    )
+    .await;
+    let seen_after = reset.elapsed();
+    assert!(
+        seen_after <= Duration::from_secs(4),
+        "refused after {seen_after:?}, documented within 2 s"
+    );
 }

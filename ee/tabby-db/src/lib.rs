@@ -11,6 +11,7 @@
 //! ids are SQLite row ids and secrets arrive already hashed.
 
 mod access_policy;
+mod change_counters;
 mod email;
 mod error;
 mod ingested_documents;

@@ -5,14 +5,19 @@
 //! The REST layer consults it on every editor request, so a completion pays for a hash-map
 //! lookup instead of several SQLite queries. Every service method that changes one of these
 //! tables calls [`Directory::invalidate`]; the next request reloads the snapshot. A load that
-//! raced with an invalidation is used once but not kept.
+//! raced with an invalidation is used once but not kept. Other processes on the same database
+//! (replicas, the worker) learn of it through the `directory` change counter, which
+//! `invalidate` bumps and [`Directory::follow_other_processes`] reads every second: a change
+//! made through one process holds in every other within 2 s (a read of the counter, and the
+//! counter bumped just after the change).
 
 use std::{
     collections::{HashMap, HashSet},
     sync::{
-        Arc, RwLock,
-        atomic::{AtomicU64, Ordering},
+        Arc, RwLock, Weak,
+        atomic::{AtomicI64, AtomicU64, Ordering},
     },
+    time::Duration,
 };
 
 use sha2::{Digest, Sha256};
@@ -22,6 +27,7 @@ use tabby_common::{
 };
 use tabby_db::{DbConn, Pagination, ProvidedRepositoryDAO, RepositoryDAO};
 use tabby_schema::AccessPolicy;
+use tracing::warn;
 
 use crate::password::constant_time_eq;
 
@@ -111,6 +117,13 @@ fn token_digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// The change counter of what the snapshot holds.
+const CHANGE_COUNTER: &str = "directory";
+/// How often each process reads the counter.
+const FOLLOW_INTERVAL: Duration = Duration::from_secs(1);
+/// The counter not read yet.
+const UNREAD: i64 = i64::MIN;
+
 pub struct Directory {
     db: DbConn,
     config_repositories: Vec<ConfigRepository>,
@@ -121,6 +134,8 @@ pub struct Directory {
     changes: tokio::sync::watch::Sender<u64>,
     /// One load at a time: after an invalidation every open WebSocket asks at once.
     load: tokio::sync::Mutex<()>,
+    /// The change counter as this process last read it.
+    counter: AtomicI64,
 }
 
 impl Directory {
@@ -137,7 +152,35 @@ impl Directory {
             generation: AtomicU64::new(0),
             changes: tokio::sync::watch::Sender::new(0),
             load: tokio::sync::Mutex::new(()),
+            counter: AtomicI64::new(UNREAD),
         }
+    }
+
+    /// Reads the change counter every second while the directory lives, and drops the
+    /// snapshot when another process moved it.
+    pub fn follow_other_processes(self: &Arc<Self>) {
+        let directory: Weak<Self> = Arc::downgrade(self);
+        tokio::spawn(async move {
+            // The first read at once: before the server loads a snapshot to serve with.
+            let mut first = true;
+            loop {
+                if !std::mem::take(&mut first) {
+                    tokio::time::sleep(FOLLOW_INTERVAL).await;
+                }
+                let Some(directory) = directory.upgrade() else {
+                    return;
+                };
+                match directory.db.change_counter(CHANGE_COUNTER).await {
+                    Ok(value) => {
+                        let last = directory.counter.swap(value, Ordering::SeqCst);
+                        if last != UNREAD && last != value {
+                            directory.drop_snapshot();
+                        }
+                    }
+                    Err(e) => warn!("cannot read the directory's change counter: {e}"),
+                }
+            }
+        });
     }
 
     pub fn config_repositories(&self) -> &[ConfigRepository] {
@@ -149,7 +192,21 @@ impl Directory {
         &self.security
     }
 
+    /// After a change to what the snapshot holds: the next request here reloads it, and the
+    /// other processes on the database learn of it through the change counter.
     pub fn invalidate(&self) {
+        self.drop_snapshot();
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let db = self.db.clone();
+            runtime.spawn(async move {
+                if let Err(e) = db.bump_change_counter(CHANGE_COUNTER).await {
+                    warn!("cannot tell other processes of a directory change: {e}");
+                }
+            });
+        }
+    }
+
+    fn drop_snapshot(&self) {
         self.generation.fetch_add(1, Ordering::SeqCst);
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = None;
         self.changes.send_modify(|n| *n += 1);

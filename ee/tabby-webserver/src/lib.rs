@@ -100,6 +100,7 @@ impl Webserver {
             options.config_repositories,
             options.security,
         ));
+        directory.follow_other_processes();
         let jobs = Arc::new(job::JobService::new(
             db.clone(),
             directory.clone(),

@@ -8,7 +8,7 @@
 //! Java (`import a.b.C;`). Resolution only looks at the repository's own files: a module outside
 //! it (a package from a registry) resolves to nothing.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tabby_common::api::code::ImportStatement;
 
@@ -262,32 +262,34 @@ pub fn compact_statements(
         Kept(ImportStatement),
         Group(usize),
     }
-    // Each (head, tail)'s names and whether any of its statements was internal.
+    // Each (head, tail)'s names and whether any of its statements was internal; the names
+    // seen per group in a set (a file may hold thousands: no quadratic scan).
     let mut groups: Vec<(String, String, Vec<String>, bool)> = Vec::new();
+    let mut seen: HashSet<(usize, String)> = HashSet::new();
     let mut slots = Vec::new();
     for statement in statements {
         let Some((head, names, tail)) = parts(statement.text.trim_end()) else {
             slots.push(Slot::Kept(statement));
             continue;
         };
-        match groups
+        let i = match groups
             .iter()
             .position(|(h, t, _, _)| *h == head && *t == tail)
         {
-            Some(i) => {
-                let group = &mut groups[i];
-                for name in names {
-                    if !group.2.contains(&name) {
-                        group.2.push(name);
-                    }
-                }
-                group.3 |= statement.internal;
-            }
+            Some(i) => i,
             None => {
-                groups.push((head, tail, names, statement.internal));
+                groups.push((head, tail, Vec::new(), false));
                 slots.push(Slot::Group(groups.len() - 1));
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[i];
+        for name in names {
+            if seen.insert((i, name.clone())) {
+                group.2.push(name);
             }
         }
+        group.3 |= statement.internal;
     }
     let mut out = Vec::new();
     for slot in slots {
@@ -1207,6 +1209,25 @@ mod tests {
                 s.text.starts_with("import { name") && s.text.ends_with(" } from \"../internal\"")
             );
         }
+        // A hostile file: the most statements a header reads, each a KiB of names, all of one
+        // module and mostly the same names, merge into the distinct names (kept in a set: no
+        // quadratic scan on the typing path).
+        let hostile: Vec<ImportStatement> = (0..MAX_STATEMENTS)
+            .map(|i| {
+                let names: Vec<String> = (0..130)
+                    .map(|j| format!("n{}", (i * 7 + j) % 4000))
+                    .collect();
+                st(&format!("from m import {}", names.join(", ")), false)
+            })
+            .collect();
+        let got = compact_statements("python", hostile, 100);
+        let distinct: HashSet<&str> = got
+            .iter()
+            .flat_map(|s| s.text.split_once(" import ").unwrap().1.split(", "))
+            .collect();
+        let total: usize = got.iter().map(|s| s.text.split(", ").count()).sum();
+        assert_eq!(distinct.len(), total, "no name twice");
+        assert!(distinct.len() >= 1000, "{}", distinct.len());
     }
 
     #[test]

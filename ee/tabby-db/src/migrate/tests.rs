@@ -10,6 +10,7 @@ use super::{MIGRATOR, pending_versions};
 use crate::{CompletionCounter, DbConn};
 
 const TABLES: &[&str] = &[
+    "change_counters",
     "email_outbox",
     "email_setting",
     "ingested_documents",
@@ -175,6 +176,7 @@ async fn fill(db: &DbConn) {
         .unwrap();
     db.create_job_run("hourly", "\"Hourly\"").await.unwrap();
     assert!(db.take_lease("worker", "process-1", 15).await.unwrap());
+    assert_eq!(db.bump_change_counter("directory").await.unwrap(), 1);
     db.end_user_sessions(other).await.unwrap();
     let notification = db.create_notification("admin", "failed").await.unwrap();
     db.mark_notifications_read(user, true, Some(notification))

@@ -777,3 +777,21 @@ async fn a_lease_has_one_holder_until_it_runs_out() {
     }
     assert_eq!(takes.iter().filter(|t| **t).count(), 1, "{takes:?}");
 }
+
+// ---- change counters ----
+
+#[tokio::test]
+async fn change_counters_count_bumps_per_name_across_connections() {
+    let (_dir, db, _raw) = file_db().await;
+    let path = _dir.path().join("db.sqlite");
+    let other = DbConn::open(&path).await.unwrap();
+    assert_eq!(db.change_counter("directory").await.unwrap(), 0);
+    assert_eq!(db.bump_change_counter("directory").await.unwrap(), 1);
+    assert_eq!(db.bump_change_counter("directory").await.unwrap(), 2);
+    assert_eq!(db.bump_change_counter("settings").await.unwrap(), 1);
+    // Another process's connection sees them.
+    assert_eq!(other.change_counter("directory").await.unwrap(), 2);
+    assert_eq!(other.bump_change_counter("directory").await.unwrap(), 3);
+    assert_eq!(db.change_counter("directory").await.unwrap(), 3);
+    assert_eq!(db.change_counter("settings").await.unwrap(), 1);
+}

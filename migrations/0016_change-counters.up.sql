@@ -1,0 +1,8 @@
+-- Counters that the processes sharing a database watch to learn what another process changed:
+-- `directory` is bumped after every change to what the authorization snapshot holds (users,
+-- tokens, sessions, groups, grants, repositories), and each process reloads its snapshot when
+-- it sees the value move (it reads the counter every second).
+CREATE TABLE change_counters (
+    name TEXT PRIMARY KEY NOT NULL,
+    value INTEGER NOT NULL
+);
