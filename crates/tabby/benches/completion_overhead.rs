@@ -7,7 +7,9 @@
 //! server itself is measured.
 //!
 //! With the enterprise layer (the default build), the same load is also sent through the token
-//! check (a user's auth token; the per-user rate limit lifted), so its cost shows separately.
+//! check (a user's auth token; the per-user rate limit lifted), so its cost shows separately,
+//! and then 32 clients are spread over two web replicas on one root (one SQLite database, one
+//! process here, so the same cores), against the same 32 clients on one replica.
 //!
 //! Run: `cargo bench -p tabby --bench completion_overhead` (figures on stdout).
 
@@ -146,12 +148,11 @@ fn main() {
     });
 }
 
-/// The same completions through the enterprise layer's token check.
+/// One enterprise-layer server (a web replica: it serves, it runs no jobs) on the root
+/// `paths`, listening on loopback; its address.
 #[cfg(feature = "ee")]
-async fn enterprise(config: &Config, fake: &FakeServer) {
+async fn start_replica(config: &Config, paths: &TabbyPaths) -> std::net::SocketAddr {
     use tabby_webserver::{BucketSpec, Webserver, WebserverOptions};
-    let root = tempfile::tempdir().unwrap();
-    let paths = TabbyPaths::new(root.path());
     let server = Webserver::new(WebserverOptions {
         db_path: paths.ee_db_file(),
         jobs_dir: paths.ee_dir().join("jobs"),
@@ -177,7 +178,7 @@ async fn enterprise(config: &Config, fake: &FakeServer) {
         fallback: Some(Webserver::ui_fallback()),
         readiness: None,
     };
-    let app = tabby::serve::build_app(config, &paths, Some(true), None, layers).unwrap();
+    let app = tabby::serve::build_app(config, paths, Some(true), None, layers).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
@@ -191,6 +192,16 @@ async fn enterprise(config: &Config, fake: &FakeServer) {
         )
         .await
     });
+    addr
+}
+
+/// The same completions through the enterprise layer's token check; then 32 clients spread
+/// over two replicas on one root (one database) against the same 32 on one of them.
+#[cfg(feature = "ee")]
+async fn enterprise(config: &Config, fake: &FakeServer) {
+    let root = tempfile::tempdir().unwrap();
+    let paths = TabbyPaths::new(root.path());
+    let addr = start_replica(config, &paths).await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let graphql = format!("http://{addr}/graphql");
     let register: Value = http
@@ -231,4 +242,44 @@ async fn enterprise(config: &Config, fake: &FakeServer) {
         .await;
         report(&format!("with token check (ee) c={clients}"), lat, wall);
     }
+
+    // A second replica on the same root: the user and token are the database's.
+    let second = start_replica(config, &paths).await;
+    let second_url = format!("http://{second}/v1/completions");
+    run_load(
+        second_url.clone(),
+        request_body(),
+        4,
+        50,
+        Some(token.clone()),
+    )
+    .await;
+    let (clients, per_client) = (32usize, 250usize);
+    let (lat, wall) = run_load(
+        url.clone(),
+        request_body(),
+        clients,
+        per_client,
+        Some(token.clone()),
+    )
+    .await;
+    report("one replica         c=32", lat, wall);
+    let ((mut lat, a_wall), (b_lat, b_wall)) = tokio::join!(
+        run_load(
+            url.clone(),
+            request_body(),
+            clients / 2,
+            per_client,
+            Some(token.clone())
+        ),
+        run_load(
+            second_url,
+            request_body(),
+            clients / 2,
+            per_client,
+            Some(token.clone())
+        ),
+    );
+    lat.extend(b_lat);
+    report("two replicas, 16 each c=32", lat, a_wall.max(b_wall));
 }
