@@ -159,3 +159,76 @@ async fn ee_what_one_replica_changes_in_authorization_holds_in_another() {
         "refused after {seen_after:?}, documented within 2 s"
     );
 }
+
+/// 200 job triggers sent at once through two web replicas on one root: every trigger gets a
+/// run (an identical pending run is shared, as upstream), and the worker runs each run once.
+#[tokio::test]
+async fn ee_job_triggers_through_two_replicas_at_once_each_run_once() {
+    let a = TabbyServer::start_with_env("", &["--role", "web"], &[]);
+    let owner = register_owner(&a, "owner@example.com").await;
+    let b = a.replica("b", &["--role", "web"], &[]);
+    poll("replica b to serve", Duration::from_secs(60), || async {
+        let status = client()
+            .get(b.url("/v1/health"))
+            .header("authorization", bearer(&owner.auth_token))
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        (status.ok() == Some(200)).then_some(())
+    })
+    .await;
+    let worker = a.replica("worker", &["--role", "worker"], &[]);
+
+    const TRIGGER: &str = "mutation($c: String!) { triggerJobRun(command: $c) }";
+    let commands = ["\"IndexGarbageCollection\"", "\"Daily\""];
+    let triggers = (0..200).map(|i| {
+        let url = if i % 2 == 0 {
+            a.url("/graphql")
+        } else {
+            b.url("/graphql")
+        };
+        let token = owner.access_token.clone();
+        let command = commands[(i / 2) % 2];
+        async move {
+            let body = graphql(&url, Some(&token), TRIGGER, json!({"c": command})).await;
+            assert!(body.get("errors").is_none(), "{body}");
+            body["data"]["triggerJobRun"].as_str().unwrap().to_string()
+        }
+    });
+    let ids: std::collections::BTreeSet<String> = futures::future::join_all(triggers)
+        .await
+        .into_iter()
+        .collect();
+    assert!(!ids.is_empty() && ids.len() <= 200, "{}", ids.len());
+
+    // Every run ends once, successfully; the worker started each exactly once.
+    let runs = poll("every run to end", Duration::from_secs(120), || async {
+        let data = graphql(
+            &a.url("/graphql"),
+            Some(&owner.access_token),
+            "query($ids: [ID!]) { jobRuns(ids: $ids, first: 1000) { edges { node { id job exitCode } } } }",
+            json!({"ids": ids}),
+        )
+        .await;
+        let runs: Vec<serde_json::Value> = data["data"]["jobRuns"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["node"].clone())
+            .collect();
+        (runs.len() == ids.len() && runs.iter().all(|r| !r["exitCode"].is_null())).then_some(runs)
+    })
+    .await;
+    assert!(runs.iter().all(|r| r["exitCode"] == 0), "{runs:?}");
+    let log = worker.stderr();
+    for job in ["index_garbage_collection", "daily"] {
+        let runs_of_job = runs.iter().filter(|r| r["job"] == job).count();
+        assert!(runs_of_job > 0, "{job}");
+        assert_eq!(
+            log.matches(&format!("({job}) started")).count(),
+            runs_of_job,
+            "{job}: {log}"
+        );
+    }
+    assert!(!a.stderr().contains("job run") && !b.stderr().contains("job run"));
+}
