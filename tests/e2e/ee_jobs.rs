@@ -849,9 +849,9 @@ async fn ee_jobs_a_running_index_run_shows_its_progress() {
 
 // ---- 4. kill -9 during a run: the run is failed (-1) and run again after the restart ----
 
-#[tokio::test]
-async fn ee_jobs_a_run_interrupted_by_kill_9_is_failed_and_run_again() {
-    let mut env = Env::start().await;
+/// A site that holds its page until opened, added as a custom web document (its crawl is
+/// enqueued at once): the site and the document's id.
+async fn slow_docs(env: &Env) -> (Site, String) {
     let site = Site::start(
         &[(
             "/docs/",
@@ -869,6 +869,13 @@ async fn ee_jobs_a_run_interrupted_by_kill_9_is_failed_and_run_again() {
         .as_str()
         .unwrap()
         .to_string();
+    (site, created)
+}
+
+#[tokio::test]
+async fn ee_jobs_a_run_interrupted_by_kill_9_is_failed_and_run_again() {
+    let mut env = Env::start().await;
+    let (site, created) = slow_docs(&env).await;
     const DOCS: &str = "{ customWebDocuments { edges { node { id sourceId jobInfo { command lastJobRun { id startedAt finishedAt exitCode } } } } } }";
     let node = |data: &Value| data["customWebDocuments"]["edges"][0]["node"].clone();
 
@@ -950,19 +957,7 @@ async fn ee_jobs_a_standby_worker_takes_over_the_run_of_a_killed_worker() {
     })
     .await;
 
-    let site = Site::start(
-        &[(
-            "/docs/",
-            "<title>Slow docs</title><p>Pages served slowly</p>".into(),
-        )],
-        false,
-    )
-    .await;
-    env.gql(
-        "mutation($i: CreateCustomDocumentInput!) { createCustomDocument(input: $i) }",
-        json!({"i": {"name": "Slow docs", "url": site.url("/docs/")}}),
-    )
-    .await;
+    let (site, _) = slow_docs(&env).await;
     const DOCS: &str = "{ customWebDocuments { edges { node { jobInfo { lastJobRun { id startedAt exitCode } } } } } }";
     let last_run = || async {
         env.gql(DOCS, json!({})).await["customWebDocuments"]["edges"][0]["node"]["jobInfo"]

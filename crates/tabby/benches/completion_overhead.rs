@@ -229,57 +229,31 @@ async fn enterprise(config: &Config, fake: &FakeServer) {
         .unwrap();
     let token = me["data"]["me"]["authToken"].as_str().unwrap().to_string();
     let url = format!("http://{addr}/v1/completions");
-    run_load(url.clone(), request_body(), 4, 50, Some(token.clone())).await;
     let _ = fake;
-    for (clients, per_client) in [(1usize, 2000usize), (32, 250)] {
-        let (lat, wall) = run_load(
-            url.clone(),
+    // `clients` clients sending `per_client` requests each to `url` as the user.
+    let load = |url: String, clients: usize, per_client: usize| {
+        run_load(
+            url,
             request_body(),
             clients,
             per_client,
             Some(token.clone()),
         )
-        .await;
+    };
+    load(url.clone(), 4, 50).await;
+    for (clients, per_client) in [(1usize, 2000usize), (32, 250)] {
+        let (lat, wall) = load(url.clone(), clients, per_client).await;
         report(&format!("with token check (ee) c={clients}"), lat, wall);
     }
 
     // A second replica on the same root: the user and token are the database's.
     let second = start_replica(config, &paths).await;
     let second_url = format!("http://{second}/v1/completions");
-    run_load(
-        second_url.clone(),
-        request_body(),
-        4,
-        50,
-        Some(token.clone()),
-    )
-    .await;
-    let (clients, per_client) = (32usize, 250usize);
-    let (lat, wall) = run_load(
-        url.clone(),
-        request_body(),
-        clients,
-        per_client,
-        Some(token.clone()),
-    )
-    .await;
+    load(second_url.clone(), 4, 50).await;
+    let (lat, wall) = load(url.clone(), 32, 250).await;
     report("one replica         c=32", lat, wall);
-    let ((mut lat, a_wall), (b_lat, b_wall)) = tokio::join!(
-        run_load(
-            url.clone(),
-            request_body(),
-            clients / 2,
-            per_client,
-            Some(token.clone())
-        ),
-        run_load(
-            second_url,
-            request_body(),
-            clients / 2,
-            per_client,
-            Some(token.clone())
-        ),
-    );
+    let ((mut lat, a_wall), (b_lat, b_wall)) =
+        tokio::join!(load(url.clone(), 16, 250), load(second_url, 16, 250));
     lat.extend(b_lat);
     report("two replicas, 16 each c=32", lat, a_wall.max(b_wall));
 }
