@@ -40,28 +40,22 @@ pub fn outline(
     scope: Scope<'_>,
 ) -> Option<Vec<OutlineLine>> {
     let lines: Vec<&str> = text.lines().collect();
-    let line_of = |tag: &Tag| {
-        text[..tag.name_range.start.min(text.len())]
-            .matches('\n')
-            .count()
-    };
+    // The line of a definition's name, by binary search over the newlines (a file may hold
+    // tens of thousands of definitions: nothing here is quadratic in them).
+    let newlines: Vec<usize> = memchr_positions(text.as_bytes());
+    let line_of = |tag: &Tag| newlines.partition_point(|&p| p < tag.name_range.start);
+    let parents = innermost_parents(definitions);
     let render = |line: usize, header: bool, name: &str| OutlineLine {
         text: cut(lines.get(line).copied().unwrap_or_default().trim_end()),
         header,
         private: name.starts_with('_'),
     };
     let dunder = |name: &str| name.len() > 4 && name.starts_with("__") && name.ends_with("__");
-    let contains = |outer: &Tag, inner: &Tag| {
-        outer.line_range.start <= inner.line_range.start
-            && inner.line_range.end <= outer.line_range.end
-            && outer.line_range != inner.line_range
-    };
     let mut out = Vec::new();
     match scope {
         Scope::Module => {
-            for tag in definitions {
-                let nested = definitions.iter().any(|o| contains(o, tag));
-                if nested || !is_module_level(&tag.kind) || dunder(&tag.name) {
+            for (tag, parent) in definitions.iter().zip(&parents) {
+                if parent.is_some() || !is_module_level(&tag.kind) || dunder(&tag.name) {
                     continue;
                 }
                 out.push(render(line_of(tag), false, &tag.name));
@@ -93,11 +87,11 @@ pub fn outline(
                     }
                 }
                 _ => {
-                    let members = definitions.iter().filter(|t| contains(ty, t));
-                    for tag in members {
-                        let direct = !definitions
-                            .iter()
-                            .any(|o| contains(ty, o) && contains(o, tag));
+                    // Its direct members: the definitions whose innermost enclosing range is
+                    // its range (another definition of the same range stands for it).
+                    for (tag, parent) in definitions.iter().zip(&parents) {
+                        let direct =
+                            parent.is_some_and(|p| definitions[p].line_range == ty.line_range);
                         if direct && !dunder(&tag.name) {
                             out.push(render(line_of(tag), false, &tag.name));
                         }
@@ -109,6 +103,49 @@ pub fn outline(
     out.dedup_by(|a, b| a.text == b.text);
     out.truncate(MAX_LINES);
     Some(out)
+}
+
+/// Byte offsets of the newlines of `bytes`.
+fn memchr_positions(bytes: &[u8]) -> Vec<usize> {
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// For each definition, the index of the innermost other definition whose line range holds
+/// its own (a different range; of equal ones, the first), if any: a sweep in start order with a stack of the ranges still
+/// open, so its cost grows with the definitions times their nesting depth, not their square.
+fn innermost_parents(definitions: &[Tag]) -> Vec<Option<usize>> {
+    let mut order: Vec<usize> = (0..definitions.len()).collect();
+    // By start, the wider first, so that a range comes before those it holds.
+    order.sort_by_key(|&i| {
+        let r = &definitions[i].line_range;
+        (r.start, std::cmp::Reverse(r.end))
+    });
+    let mut parents = vec![None; definitions.len()];
+    let mut open: Vec<usize> = Vec::new();
+    for i in order {
+        let range = &definitions[i].line_range;
+        // A range ending before this one starts holds nothing that starts later.
+        open.retain(|&o| definitions[o].line_range.end >= range.start);
+        parents[i] = open.iter().rev().copied().find(|&o| {
+            let outer = &definitions[o].line_range;
+            outer.start <= range.start && range.end <= outer.end && outer != range
+        });
+        // A range equal to the last one open holds nothing more than it does (a minified
+        // file's definitions all share one line).
+        if open
+            .last()
+            .is_some_and(|&o| definitions[o].line_range == *range)
+        {
+            continue;
+        }
+        open.push(i);
+    }
+    parents
 }
 
 fn is_callable(kind: &str) -> bool {
@@ -312,6 +349,33 @@ mod tests {
             module.iter().any(|l| l.contains("function autorun")),
             "{module:?}"
         );
+    }
+
+    /// A file of many definitions, nested and on one shared line: the outline is the same as
+    /// the nesting rule says, found without a quadratic scan.
+    #[test]
+    fn many_definitions() {
+        let mut text = String::from("class Big:\n");
+        for i in 0..3000 {
+            text.push_str(&format!(
+                "    def m{i}(self):\n        def inner{i}():\n            pass\n"
+            ));
+        }
+        for i in 0..3000 {
+            text.push_str(&format!("def f{i}(): pass\n"));
+        }
+        let members = texts("python", &text, Scope::Type("Big")).unwrap();
+        assert_eq!(members.len(), MAX_LINES.min(3001));
+        assert_eq!(members[1], "    def m0(self):");
+        assert!(!members.iter().any(|l| l.contains("inner")));
+        let module = texts("python", &text, Scope::Module).unwrap();
+        assert_eq!(module[0], "class Big:");
+        assert_eq!(module[1], "def f0(): pass");
+        assert_eq!(module.len(), MAX_LINES.min(3001));
+        // Minified: every definition on one line, none inside another.
+        let one_line: String = (0..5000).map(|i| format!("function f{i}(){{}} ")).collect();
+        let module = texts("javascript-typescript", &one_line, Scope::Module).unwrap();
+        assert!(!module.is_empty());
     }
 
     /// Lines are cut to MAX_LINE bytes at a char boundary.
