@@ -139,8 +139,9 @@ async fn repository_context_reaches_the_embedded_completion_model() {
 
 /// The file's own imports and the outline of what the name before the cursor leads to reach the
 /// embedded model: the editor's window starts far below `from . import pricing`, the cursor
-/// follows `pricing.`; the prompt holds the import line above the prefix and the module's
-/// signature lines (not its bodies), and the model names the module's function.
+/// follows `pricing.`; the prompt holds the import lines above the prefix (one module's two
+/// statements written as one) and the module's signature lines (not its bodies), and the model
+/// names the module's function.
 #[tokio::test]
 async fn imports_and_outlines_reach_the_embedded_completion_model() {
     let dir = embedded_models_dir();
@@ -150,7 +151,7 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
         filler()
     );
     let checkout = format!(
-        "from . import pricing\nimport math\n\n\n{body}compute_discounted_price(price, discount_rate)\n    return total\n"
+        "from . import pricing\nfrom .money import round_cents\nfrom .money import to_cents\nimport math\n\n\n{body}compute_discounted_price(price, discount_rate)\n    return total\n"
     );
     let shop = make_repo(
         tmp.path(),
@@ -161,6 +162,10 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
                 &format!("{PRICING}\n\ndef format_price(value):\n    return f\"{{value:.2f}}\"\n"),
             ),
             ("src/checkout.py", &checkout),
+            (
+                "src/money.py",
+                "def round_cents(value):\n    return round(value, 2)\n\n\ndef to_cents(value):\n    return int(value * 100)\n",
+            ),
         ],
     );
     let server = TabbyServer::start_with_env(
@@ -199,7 +204,8 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
     let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
     assert!(prompt.len() <= 1536, "{}", prompt.len());
     assert!(
-        prompt.contains(&format!("<|file_sep|>src/pricing.py\n{outline}<|file_sep|>src/checkout.py\n<|fim_prefix|>from . import pricing\nimport math\n\n")),
+        // (one module's statements written as one)
+        prompt.contains(&format!("<|file_sep|>src/pricing.py\n{outline}<|file_sep|>src/checkout.py\n<|fim_prefix|>from . import pricing\nfrom .money import round_cents, to_cents\nimport math\n\n")),
         "{prompt}"
     );
     assert!(prompt.ends_with("<|fim_middle|>"), "{prompt}");
