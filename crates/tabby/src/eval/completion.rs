@@ -387,6 +387,9 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                 Some(search.clone()),
                 Arc::new(ComposedLogger(vec![])),
             )
+            // Deterministic: a file's snippets carry over to its next query however long the
+            // queries in between took.
+            .with_retrieval_ttl(Duration::MAX)
         };
         let with_model = service(options.model.engine.clone());
         let without_model = service(Arc::new(NoModel));

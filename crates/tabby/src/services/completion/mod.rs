@@ -82,6 +82,13 @@ impl CompletionService {
         }
     }
 
+    /// The same service with the retrieval cache's entries counting for `ttl` instead of
+    /// [`retrieval_cache::TTL`].
+    pub fn with_retrieval_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.retrieval = retrieval_cache::RetrievalCache::with_ttl(ttl);
+        self
+    }
+
     pub async fn generate(
         &self,
         request: CompletionRequest,

@@ -83,12 +83,19 @@ impl LineKey {
 /// Entries by key with the time they were stored, and keys in the order they came.
 type Entries<K> = (HashMap<K, (Instant, Vec<Snippet>)>, VecDeque<K>);
 
-/// The snippets per line, and the last ones served per file (for [`RetrievalCache::steady`]).
-#[derive(Default)]
+/// The snippets per line, and the last ones served per file (for [`RetrievalCache::steady`]),
+/// each kept for `ttl` ([`TTL`]).
 pub struct RetrievalCache {
     inner: Mutex<Entries<LineKey>>,
     files: Mutex<Entries<FileKey>>,
     outlines: Mutex<Entries<LineKey>>,
+    ttl: Duration,
+}
+
+impl Default for RetrievalCache {
+    fn default() -> Self {
+        Self::with_ttl(TTL)
+    }
 }
 
 fn store<K: Clone + Eq + std::hash::Hash>(
@@ -134,13 +141,25 @@ fn steady_order(previous: &[Snippet], fresh: Vec<Snippet>) -> Vec<Snippet> {
 }
 
 impl RetrievalCache {
-    /// The snippets stored for `key` less than [`TTL`] ago.
+    /// A cache whose entries count for `ttl` (`tabby eval` keeps them for the whole run: its
+    /// queries come at the machine's speed, not a user's, and a wall-clock expiry would make
+    /// its figures depend on that speed).
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            inner: Default::default(),
+            files: Default::default(),
+            outlines: Default::default(),
+            ttl,
+        }
+    }
+
+    /// The snippets stored for `key` less than the TTL ago.
     pub fn get(&self, key: &LineKey) -> Option<Vec<Snippet>> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         inner
             .0
             .get(key)
-            .filter(|(at, _)| at.elapsed() < TTL)
+            .filter(|(at, _)| at.elapsed() < self.ttl)
             .map(|(_, snippets)| snippets.clone())
     }
 
@@ -149,10 +168,14 @@ impl RetrievalCache {
     }
 
     /// A new line's search results (`fresh`) in the order that keeps the snippets of the
-    /// file's last prompt first (see the module doc); those count for [`TTL`].
+    /// file's last prompt first (see the module doc); those count for the TTL.
     pub fn steady(&self, key: &LineKey, fresh: Vec<Snippet>) -> Vec<Snippet> {
         let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        match files.0.get(&key.file).filter(|(at, _)| at.elapsed() < TTL) {
+        match files
+            .0
+            .get(&key.file)
+            .filter(|(at, _)| at.elapsed() < self.ttl)
+        {
             Some((_, previous)) => steady_order(previous, fresh),
             None => fresh,
         }
@@ -171,7 +194,7 @@ impl RetrievalCache {
         outlines
             .0
             .get(key)
-            .filter(|(at, _)| at.elapsed() < TTL)
+            .filter(|(at, _)| at.elapsed() < self.ttl)
             .map(|(_, kept)| kept.clone())
             .unwrap_or_default()
     }
@@ -209,6 +232,24 @@ mod tests {
             filepath: Some("src/app.py".into()),
             git_url: Some("https://example.com/app.git".into()),
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn entries_count_for_the_cache_ttl() {
+        let key = LineKey::new(Some("u1"), &allowed(), &segments("x = ", ""));
+        for (cache, kept) in [
+            (RetrievalCache::default(), true),
+            (RetrievalCache::with_ttl(Duration::MAX), true),
+            (RetrievalCache::with_ttl(Duration::ZERO), false),
+        ] {
+            cache.put(key.clone(), vec![hit("a")]);
+            assert_eq!(cache.get(&key).is_some(), kept);
+            // The file's last prompt held c and a; a new line's search finds a first.
+            cache.served(&key, &[hit("c"), hit("a")], &[hit("c"), hit("a")]);
+            let order = cache.steady(&key, vec![hit("a"), hit("b")]);
+            let expected: &[&str] = if kept { &["c", "a", "b"] } else { &["a", "b"] };
+            assert_eq!(names(&order), expected);
         }
     }
 
