@@ -25,16 +25,18 @@ impl DbConn {
         source_id: &str,
         user_group_id: i64,
     ) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO source_id_read_access_policies (source_id, user_group_id) VALUES (?, ?)
-             ON CONFLICT (source_id, user_group_id) DO UPDATE SET updated_at = DATETIME('now')",
-        )
-        .bind(source_id)
-        .bind(user_group_id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| DbError::from(e).missing_reference("user group"))?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO source_id_read_access_policies (source_id, user_group_id) VALUES ($1, $2)
+                 ON CONFLICT (source_id, user_group_id) DO UPDATE SET updated_at = DATETIME('now')",
+            )
+            .bind(source_id)
+            .bind(user_group_id)
+            .execute(pool)
+            .await
+            .map_err(|e| DbError::from(e).missing_reference("user group"))?;
+            Ok(())
+        })
     }
 
     /// Revokes the grant. The last grant of a source is revoked only with `make_public`, since
@@ -46,32 +48,35 @@ impl DbConn {
         user_group_id: i64,
         make_public: bool,
     ) -> DbResult<Revoked> {
-        let deleted = sqlx::query(
-            "DELETE FROM source_id_read_access_policies
-             WHERE source_id = ?1 AND user_group_id = ?2
-               AND (?3 OR EXISTS (SELECT 1 FROM source_id_read_access_policies
-                                  WHERE source_id = ?1 AND user_group_id != ?2))",
-        )
-        .bind(source_id)
-        .bind(user_group_id)
-        .bind(make_public)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        if deleted > 0 {
-            return Ok(Revoked::Removed);
-        }
-        let granted: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM source_id_read_access_policies WHERE source_id = ? AND user_group_id = ?",
-        )
-        .bind(source_id)
-        .bind(user_group_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(if granted.is_some() {
-            Revoked::LastGrant
-        } else {
-            Revoked::NotGranted
+        on_pool!(self, pool => {
+            let deleted = sqlx::query(
+                "DELETE FROM source_id_read_access_policies
+                 WHERE source_id = $1 AND user_group_id = $2
+                   AND ($3 OR EXISTS (SELECT 1 FROM source_id_read_access_policies
+                                      WHERE source_id = $1 AND user_group_id != $2))",
+            )
+            .bind(source_id)
+            .bind(user_group_id)
+            .bind(make_public)
+            .execute(pool)
+            .await?
+            .rows_affected();
+            if deleted > 0 {
+                return Ok(Revoked::Removed);
+            }
+            let granted: Option<i64> = sqlx::query_scalar(
+                "SELECT user_group_id FROM source_id_read_access_policies
+                 WHERE source_id = $1 AND user_group_id = $2",
+            )
+            .bind(source_id)
+            .bind(user_group_id)
+            .fetch_optional(pool)
+            .await?;
+            Ok(if granted.is_some() {
+                Revoked::LastGrant
+            } else {
+                Revoked::NotGranted
+            })
         })
     }
 
@@ -80,24 +85,28 @@ impl DbConn {
         &self,
         source_id: &str,
     ) -> DbResult<Vec<UserGroupDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT g.id, g.name, g.created_at, g.updated_at
-             FROM source_id_read_access_policies p JOIN user_groups g ON g.id = p.user_group_id
-             WHERE p.source_id = ? ORDER BY g.name",
-        )
-        .bind(source_id)
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT g.id, g.name, g.created_at, g.updated_at
+                 FROM source_id_read_access_policies p JOIN user_groups g ON g.id = p.user_group_id
+                 WHERE p.source_id = $1 ORDER BY g.name",
+            )
+            .bind(source_id)
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// Every `(source_id, user_group_id)` grant.
     pub async fn list_source_id_read_access_policies(&self) -> DbResult<Vec<(String, i64)>> {
-        Ok(sqlx::query_as(
-            "SELECT source_id, user_group_id FROM source_id_read_access_policies
-             ORDER BY source_id, user_group_id",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT source_id, user_group_id FROM source_id_read_access_policies
+                 ORDER BY source_id, user_group_id",
+            )
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// The subset of `source_ids` the user may read, in the given order.
@@ -107,28 +116,30 @@ impl DbConn {
         is_admin: bool,
         source_ids: &[String],
     ) -> DbResult<Vec<String>> {
-        if is_admin {
-            return Ok(source_ids.to_vec());
-        }
-        // One row per restricted source: whether any of its granted groups has this user.
-        // The table holds a few rows per private source, so reading it whole is cheap and
-        // avoids binding an unbounded list.
-        let restricted: HashMap<String, bool> = sqlx::query_as::<_, (String, bool)>(
-            "SELECT p.source_id, MAX(m.user_id IS NOT NULL)
-             FROM source_id_read_access_policies p
-             LEFT JOIN user_group_memberships m
-                 ON m.user_group_id = p.user_group_id AND m.user_id = ?
-             GROUP BY p.source_id",
-        )
-        .bind(user_id)
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .collect();
-        Ok(source_ids
-            .iter()
-            .filter(|id| restricted.get(id.as_str()).copied().unwrap_or(true))
-            .cloned()
-            .collect())
+        on_pool!(self, pool => {
+            if is_admin {
+                return Ok(source_ids.to_vec());
+            }
+            // One row per restricted source: whether any of its granted groups has this user.
+            // The table holds a few rows per private source, so reading it whole is cheap and
+            // avoids binding an unbounded list.
+            let restricted: HashMap<String, bool> = sqlx::query_as::<_, (String, bool)>(
+                "SELECT p.source_id, COUNT(m.user_id) > 0
+                 FROM source_id_read_access_policies p
+                 LEFT JOIN user_group_memberships m
+                     ON m.user_group_id = p.user_group_id AND m.user_id = $1
+                 GROUP BY p.source_id",
+            )
+            .bind(user_id)
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .collect();
+            Ok(source_ids
+                .iter()
+                .filter(|id| restricted.get(id.as_str()).copied().unwrap_or(true))
+                .cloned()
+                .collect())
+        })
     }
 }

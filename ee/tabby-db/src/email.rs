@@ -34,7 +34,7 @@ pub struct EmailOutboxDAO {
     pub body: Option<String>,
     pub attempts: i64,
     pub max_attempts: i64,
-    pub next_attempt_at: String,
+    pub next_attempt_at: DateTime<Utc>,
     pub last_error: Option<String>,
     pub sent_at: Option<DateTime<Utc>>,
     pub failed_at: Option<DateTime<Utc>>,
@@ -62,50 +62,56 @@ macro_rules! outbox_columns {
 
 impl DbConn {
     pub async fn read_email_setting(&self) -> DbResult<Option<EmailSettingDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT smtp_username, smtp_password, smtp_server, smtp_port, from_address,
-                    encryption, auth_method
-             FROM email_setting WHERE id = 1",
-        )
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT smtp_username, smtp_password, smtp_server, smtp_port, from_address,
+                        encryption, auth_method
+                 FROM email_setting WHERE id = 1",
+            )
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     /// Creates or replaces the settings. `smtp_password`: `Some` stores it (sealed), `None`
     /// keeps the stored one.
     pub async fn update_email_setting(&self, setting: &EmailSettingDAO) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO email_setting (id, smtp_username, smtp_password, smtp_server, smtp_port,
-                 from_address, encryption, auth_method)
-             VALUES (1, ?, ?, ?, ?, ?, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET
-                 smtp_username = excluded.smtp_username,
-                 smtp_password = COALESCE(excluded.smtp_password, email_setting.smtp_password),
-                 smtp_server = excluded.smtp_server,
-                 smtp_port = excluded.smtp_port,
-                 from_address = excluded.from_address,
-                 encryption = excluded.encryption,
-                 auth_method = excluded.auth_method,
-                 updated_at = DATETIME('now')",
-        )
-        .bind(&setting.smtp_username)
-        .bind(&setting.smtp_password)
-        .bind(&setting.smtp_server)
-        .bind(setting.smtp_port)
-        .bind(&setting.from_address)
-        .bind(&setting.encryption)
-        .bind(&setting.auth_method)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO email_setting (id, smtp_username, smtp_password, smtp_server, smtp_port,
+                     from_address, encryption, auth_method)
+                 VALUES (1, $1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (id) DO UPDATE SET
+                     smtp_username = excluded.smtp_username,
+                     smtp_password = COALESCE(excluded.smtp_password, email_setting.smtp_password),
+                     smtp_server = excluded.smtp_server,
+                     smtp_port = excluded.smtp_port,
+                     from_address = excluded.from_address,
+                     encryption = excluded.encryption,
+                     auth_method = excluded.auth_method,
+                     updated_at = DATETIME('now')",
+            )
+            .bind(&setting.smtp_username)
+            .bind(&setting.smtp_password)
+            .bind(&setting.smtp_server)
+            .bind(setting.smtp_port)
+            .bind(&setting.from_address)
+            .bind(&setting.encryption)
+            .bind(&setting.auth_method)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     /// Removes the settings; returns whether there were any.
     pub async fn delete_email_setting(&self) -> DbResult<bool> {
-        let result = sqlx::query("DELETE FROM email_setting WHERE id = 1")
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() > 0)
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM email_setting WHERE id = 1")
+                .execute(pool)
+                .await?;
+            Ok(result.rows_affected() > 0)
+        })
     }
 
     /// Queues a mail, due now; returns its id.
@@ -117,54 +123,65 @@ impl DbConn {
         body: &str,
         max_attempts: u32,
     ) -> DbResult<i64> {
-        Ok(sqlx::query_scalar(
-            "INSERT INTO email_outbox (kind, recipient, subject, body, max_attempts)
-             VALUES (?, ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(kind)
-        .bind(recipient)
-        .bind(subject)
-        .bind(body)
-        .bind(i64::from(max_attempts.max(1)))
-        .fetch_one(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_scalar(
+                "INSERT INTO email_outbox (kind, recipient, subject, body, max_attempts)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            )
+            .bind(kind)
+            .bind(recipient)
+            .bind(subject)
+            .bind(body)
+            .bind(i64::from(max_attempts.max(1)))
+            .fetch_one(pool)
+            .await?)
+        })
     }
 
     /// Claims the oldest due mail for one attempt: counts the attempt and leases the mail for
     /// `lease_secs` (it is due again after that unless marked sent or failed).
     pub async fn claim_due_email(&self, lease_secs: u32) -> DbResult<Option<EmailOutboxDAO>> {
-        Ok(sqlx::query_as(concat!(
-            "UPDATE email_outbox
-             SET attempts = attempts + 1, next_attempt_at = DATETIME('now', ?)
-             WHERE id = (
-                 SELECT id FROM email_outbox
-                 WHERE sent_at IS NULL AND failed_at IS NULL
-                   AND next_attempt_at <= DATETIME('now')
-                 ORDER BY next_attempt_at, id LIMIT 1)
-             RETURNING ",
-            outbox_columns!()
-        ))
-        .bind(format!("+{lease_secs} seconds"))
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            let skip_locked = pool.skip_locked();
+            let columns = outbox_columns!();
+            Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "UPDATE email_outbox
+                 SET attempts = attempts + 1, next_attempt_at = DATETIME('now', $1)
+                 WHERE id = (
+                     SELECT id FROM email_outbox
+                     WHERE sent_at IS NULL AND failed_at IS NULL
+                       AND next_attempt_at <= DATETIME('now')
+                     ORDER BY next_attempt_at, id LIMIT 1{skip_locked})
+                 RETURNING {columns}"
+            )))
+            .bind(format!("+{lease_secs} seconds"))
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     /// Seconds until the next mail is due (0 if one is due now), `None` if none is pending.
     pub async fn seconds_to_next_email(&self) -> DbResult<Option<f64>> {
-        Ok(sqlx::query_scalar(
-            "SELECT MAX(0.0, (JULIANDAY(MIN(next_attempt_at)) - JULIANDAY('now')) * 86400.0)
-             FROM email_outbox WHERE sent_at IS NULL AND failed_at IS NULL",
-        )
-        .fetch_one(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            // Both times by the database's clock, like every timestamp in the schema.
+            let (next, now): (Option<DateTime<Utc>>, DateTime<Utc>) = sqlx::query_as(
+                "SELECT MIN(next_attempt_at), DATETIME('now')
+                 FROM email_outbox WHERE sent_at IS NULL AND failed_at IS NULL",
+            )
+            .fetch_one(pool)
+            .await?;
+            Ok(next.map(|next| ((next - now).num_milliseconds().max(0) as f64) / 1000.0))
+        })
     }
 
     pub async fn mark_email_sent(&self, id: i64) -> DbResult<()> {
-        sqlx::query("UPDATE email_outbox SET sent_at = DATETIME('now'), body = NULL WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE email_outbox SET sent_at = DATETIME('now'), body = NULL WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+            Ok(())
+        })
     }
 
     /// Records a failed attempt: the mail is due again in `retry_in_secs`, or, with `None`,
@@ -175,78 +192,86 @@ impl DbConn {
         error: &str,
         retry_in_secs: Option<u64>,
     ) -> DbResult<()> {
-        match retry_in_secs {
-            Some(secs) => {
-                sqlx::query(
-                    "UPDATE email_outbox SET last_error = ?, next_attempt_at = DATETIME('now', ?)
-                     WHERE id = ?",
-                )
-                .bind(error)
-                .bind(format!("+{secs} seconds"))
-                .bind(id)
-                .execute(&self.pool)
-                .await?
-            }
-            None => {
-                sqlx::query(
-                    "UPDATE email_outbox
-                     SET last_error = ?, failed_at = DATETIME('now'), body = NULL WHERE id = ?",
-                )
-                .bind(error)
-                .bind(id)
-                .execute(&self.pool)
-                .await?
-            }
-        };
-        Ok(())
+        on_pool!(self, pool => {
+            match retry_in_secs {
+                Some(secs) => {
+                    sqlx::query(
+                        "UPDATE email_outbox SET last_error = $1, next_attempt_at = DATETIME('now', $2)
+                         WHERE id = $3",
+                    )
+                    .bind(error)
+                    .bind(format!("+{secs} seconds"))
+                    .bind(id)
+                    .execute(pool)
+                    .await?
+                }
+                None => {
+                    sqlx::query(
+                        "UPDATE email_outbox
+                         SET last_error = $1, failed_at = DATETIME('now'), body = NULL WHERE id = $2",
+                    )
+                    .bind(error)
+                    .bind(id)
+                    .execute(pool)
+                    .await?
+                }
+            };
+            Ok(())
+        })
     }
 
     pub async fn get_email(&self, id: i64) -> DbResult<Option<EmailOutboxDAO>> {
-        Ok(sqlx::query_as(concat!(
-            "SELECT ",
-            outbox_columns!(),
-            " FROM email_outbox WHERE id = ?"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(concat!(
+                "SELECT ",
+                outbox_columns!(),
+                " FROM email_outbox WHERE id = $1"
+            ))
+            .bind(id)
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     pub async fn email_outbox_stats(&self) -> DbResult<EmailOutboxStatsDAO> {
-        let (pending, failed_recently): (i64, i64) = sqlx::query_as(
-            "SELECT
-                 COUNT(*) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL),
-                 COUNT(*) FILTER (WHERE failed_at > DATETIME('now', '-7 days') AND kind != 'test')
-             FROM email_outbox",
-        )
-        .fetch_one(&self.pool)
-        .await?;
-        let last_error = sqlx::query_scalar(
-            "SELECT last_error FROM email_outbox
-             WHERE last_error IS NOT NULL
-               AND ((sent_at IS NULL AND failed_at IS NULL)
-                    OR COALESCE(failed_at, sent_at) > DATETIME('now', '-7 days'))
-             ORDER BY id DESC LIMIT 1",
-        )
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(EmailOutboxStatsDAO {
-            pending,
-            failed_recently,
-            last_error,
+        on_pool!(self, pool => {
+            let (pending, failed_recently): (i64, i64) = sqlx::query_as(
+                "SELECT
+                     COUNT(*) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL),
+                     COUNT(*) FILTER (WHERE failed_at > DATETIME('now', '-7 days') AND kind != 'test')
+                 FROM email_outbox",
+            )
+            .fetch_one(pool)
+            .await?;
+            let last_error = sqlx::query_scalar(
+                "SELECT last_error FROM email_outbox
+                 WHERE last_error IS NOT NULL
+                   AND ((sent_at IS NULL AND failed_at IS NULL)
+                        OR COALESCE(failed_at, sent_at) > DATETIME('now', '-7 days'))
+                 ORDER BY id DESC LIMIT 1",
+            )
+            .fetch_optional(pool)
+            .await?;
+            Ok(EmailOutboxStatsDAO {
+                pending,
+                failed_recently,
+                last_error,
+            })
         })
     }
 
     /// Removes sent and given-up mails older than `days`; returns how many.
     pub async fn delete_emails_older_than(&self, days: u32) -> DbResult<u64> {
-        let result = sqlx::query(
-            "DELETE FROM email_outbox
-             WHERE (sent_at IS NOT NULL OR failed_at IS NOT NULL)
-               AND created_at < DATETIME('now', ?)",
-        )
-        .bind(format!("-{days} days"))
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected())
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "DELETE FROM email_outbox
+                 WHERE (sent_at IS NOT NULL OR failed_at IS NOT NULL)
+                   AND created_at < DATETIME('now', $1)",
+            )
+            .bind(format!("-{days} days"))
+            .execute(pool)
+            .await?;
+            Ok(result.rows_affected())
+        })
     }
 }

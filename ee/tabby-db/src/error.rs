@@ -48,8 +48,13 @@ impl From<sqlx::Error> for DbError {
     fn from(err: sqlx::Error) -> Self {
         if let sqlx::Error::Database(db) = &err {
             if db.is_unique_violation() {
+                // SQLite names the columns in its message; PostgreSQL names the constraint.
+                let columns = db
+                    .constraint()
+                    .and_then(postgres_constraint_columns)
+                    .unwrap_or_else(|| db.message());
                 return DbError::AlreadyExists {
-                    what: unique_constraint_subject(db.message()),
+                    what: unique_constraint_subject(columns),
                 };
             }
             if db.is_foreign_key_violation() {
@@ -77,6 +82,30 @@ impl DbError {
 
 /// Maps SQLite's "UNIQUE constraint failed: table.column[, table.column]" to a readable
 /// subject. Unknown constraints fall back to a generic name rather than leaking SQL.
+/// The columns of a PostgreSQL unique constraint, in SQLite's words (`table.column, …`), for
+/// the constraints a user can run into.
+fn postgres_constraint_columns(constraint: &str) -> Option<&'static str> {
+    Some(match constraint {
+        "users_email_unique" => "users.email",
+        "users_auth_token_unique" => "users.auth_token",
+        "invitations_email_unique" => "invitations.email",
+        "invitations_code_unique" => "invitations.code",
+        "refresh_tokens_token_unique" => "refresh_tokens.token",
+        "password_reset_code_unique" => "password_reset.code",
+        "registration_token_token_unique" => "registration_token.token",
+        "repositories_name_unique" => "repositories.name",
+        "repositories_git_url_unique" => "repositories.git_url",
+        "user_groups_name_unique" => "user_groups.name",
+        "user_group_memberships_unique" => {
+            "user_group_memberships.user_id, user_group_memberships.user_group_id"
+        }
+        "source_id_read_access_policies_unique" => {
+            "source_id_read_access_policies.source_id, source_id_read_access_policies.user_group_id"
+        }
+        _ => return None,
+    })
+}
+
 fn unique_constraint_subject(message: &str) -> &'static str {
     let columns = message
         .strip_prefix("UNIQUE constraint failed: ")
@@ -113,7 +142,7 @@ pub(crate) fn expect_one(rows_affected: u64, what: &'static str) -> DbResult<()>
 
 #[cfg(test)]
 mod tests {
-    use super::unique_constraint_subject;
+    use super::{postgres_constraint_columns, unique_constraint_subject};
 
     #[test]
     fn unique_messages_name_the_subject() {
@@ -125,5 +154,10 @@ mod tests {
             unique_constraint_subject("UNIQUE constraint failed: something.else"),
             "a record with these values"
         );
+        assert_eq!(
+            postgres_constraint_columns("user_groups_name_unique").map(unique_constraint_subject),
+            Some("a user group with this name")
+        );
+        assert_eq!(postgres_constraint_columns("something_else_unique"), None);
     }
 }

@@ -3,7 +3,7 @@
 //! their TTL passes or the client deletes them.
 
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::QueryBuilder;
 
 use crate::{DbConn, DbResult, pagination::push_in_filter};
 
@@ -48,49 +48,55 @@ impl DbConn {
         body: &str,
         expired_at: i64,
     ) -> DbResult<i64> {
-        let (id,): (i64,) = sqlx::query_as(
-            "INSERT INTO ingested_documents (source, doc_id, link, title, body, expired_at)
-             VALUES (?, ?, ?, ?, ?, ?)
-             ON CONFLICT (source, doc_id) DO UPDATE SET
-                link = excluded.link, title = excluded.title, body = excluded.body,
-                expired_at = excluded.expired_at, status = 'pending',
-                updated_at = DATETIME('now')
-             RETURNING id",
-        )
-        .bind(source)
-        .bind(doc_id)
-        .bind(link)
-        .bind(title)
-        .bind(body)
-        .bind(expired_at)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(id)
+        on_pool!(self, pool => {
+            let (id,): (i64,) = sqlx::query_as(
+                "INSERT INTO ingested_documents (source, doc_id, link, title, body, expired_at)
+                 VALUES ($1, $2, $3, $4, $5, $6)
+                 ON CONFLICT (source, doc_id) DO UPDATE SET
+                    link = excluded.link, title = excluded.title, body = excluded.body,
+                    expired_at = excluded.expired_at, status = 'pending',
+                    updated_at = DATETIME('now')
+                 RETURNING id",
+            )
+            .bind(source)
+            .bind(doc_id)
+            .bind(link)
+            .bind(title)
+            .bind(body)
+            .bind(expired_at)
+            .fetch_one(pool)
+            .await?;
+            Ok(id)
+        })
     }
 
     pub async fn list_pending_ingested_documents(
         &self,
         limit: usize,
     ) -> DbResult<Vec<IngestedDocumentDAO>> {
-        Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM ingested_documents WHERE status = 'pending'
-             ORDER BY updated_at, id LIMIT ?"
-        )))
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {COLUMNS} FROM ingested_documents WHERE status = 'pending'
+                 ORDER BY updated_at, id LIMIT $1"
+            )))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// Whether the ingestion job has work: pending documents, or documents past their TTL.
     pub async fn ingestion_has_work(&self, now_unix: i64) -> DbResult<bool> {
-        let (n,): (i64,) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM ingested_documents
-                            WHERE status = 'pending' OR expired_at <= ?)",
-        )
-        .bind(now_unix)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(n > 0)
+        on_pool!(self, pool => {
+            let (found,): (bool,) = sqlx::query_as(
+                "SELECT EXISTS (SELECT 1 FROM ingested_documents
+                                WHERE status = 'pending' OR expired_at <= $1)",
+            )
+            .bind(now_unix)
+            .fetch_one(pool)
+            .await?;
+            Ok(found)
+        })
     }
 
     /// Sets the status of `doc`, unless the row was replaced by a different version since it
@@ -100,19 +106,21 @@ impl DbConn {
         doc: &IngestedDocumentDAO,
         status: &str,
     ) -> DbResult<bool> {
-        let result = sqlx::query(
-            "UPDATE ingested_documents SET status = ?
-             WHERE id = ? AND title = ? AND body = ? AND link IS ? AND expired_at = ?",
-        )
-        .bind(status)
-        .bind(doc.id)
-        .bind(&doc.title)
-        .bind(&doc.body)
-        .bind(&doc.link)
-        .bind(doc.expired_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected() > 0)
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "UPDATE ingested_documents SET status = $1
+                 WHERE id = $2 AND title = $3 AND body = $4 AND link IS NOT DISTINCT FROM $5 AND expired_at = $6",
+            )
+            .bind(status)
+            .bind(doc.id)
+            .bind(&doc.title)
+            .bind(&doc.body)
+            .bind(&doc.link)
+            .bind(doc.expired_at)
+            .execute(pool)
+            .await?;
+            Ok(result.rows_affected() > 0)
+        })
     }
 
     /// Deletes one document of a source, or all of them; returns the deleted (source, doc_id).
@@ -121,14 +129,16 @@ impl DbConn {
         source: &str,
         doc_id: Option<&str>,
     ) -> DbResult<Vec<(String, String)>> {
-        let mut query =
-            QueryBuilder::<Sqlite>::new("DELETE FROM ingested_documents WHERE source = ");
-        query.push_bind(source);
-        if let Some(doc_id) = doc_id {
-            query.push(" AND doc_id = ").push_bind(doc_id);
-        }
-        query.push(" RETURNING source, doc_id");
-        Ok(query.build_query_as().fetch_all(&self.pool).await?)
+        on_pool!(self, pool => {
+            let mut query =
+                QueryBuilder::new("DELETE FROM ingested_documents WHERE source = ");
+            query.push_bind(source);
+            if let Some(doc_id) = doc_id {
+                query.push(" AND doc_id = ").push_bind(doc_id);
+            }
+            query.push(" RETURNING source, doc_id");
+            Ok(query.build_query_as().fetch_all(pool).await?)
+        })
     }
 
     /// Deletes documents whose TTL has passed; returns the deleted (source, doc_id).
@@ -136,39 +146,45 @@ impl DbConn {
         &self,
         now_unix: i64,
     ) -> DbResult<Vec<(String, String)>> {
-        Ok(sqlx::query_as(
-            "DELETE FROM ingested_documents WHERE expired_at <= ? RETURNING source, doc_id",
-        )
-        .bind(now_unix)
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "DELETE FROM ingested_documents WHERE expired_at <= $1 RETURNING source, doc_id",
+            )
+            .bind(now_unix)
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// The document ids of a source.
     pub async fn list_ingested_doc_ids(&self, source: &str) -> DbResult<Vec<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT doc_id FROM ingested_documents WHERE source = ?")
-                .bind(source)
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            Ok(
+                sqlx::query_scalar("SELECT doc_id FROM ingested_documents WHERE source = $1")
+                    .bind(source)
+                    .fetch_all(pool)
+                    .await?,
+            )
+        })
     }
 
     /// Per source (all sources when `sources` is empty).
     pub async fn ingestion_stats(&self, sources: &[String]) -> DbResult<Vec<IngestionStatsDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT source,
-                    SUM(status = 'pending') AS pending,
-                    SUM(status = 'indexed') AS indexed,
-                    SUM(status = 'failed') AS failed,
-                    COUNT(*) AS total
-             FROM ingested_documents WHERE 1",
-        );
-        push_in_filter(&mut query, "source", sources);
-        query.push(" GROUP BY source ORDER BY source");
-        Ok(query
-            .build_query_as::<IngestionStatsDAO>()
-            .fetch_all(&self.pool)
-            .await?)
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT source,
+                        COUNT(CASE WHEN status = 'pending' THEN 1 END) AS pending,
+                        COUNT(CASE WHEN status = 'indexed' THEN 1 END) AS indexed,
+                        COUNT(CASE WHEN status = 'failed' THEN 1 END) AS failed,
+                        COUNT(*) AS total
+                 FROM ingested_documents WHERE TRUE",
+            );
+            push_in_filter(&mut query, "source", sources);
+            query.push(" GROUP BY source ORDER BY source");
+            Ok(query
+                .build_query_as::<IngestionStatsDAO>()
+                .fetch_all(pool)
+                .await?)
+        })
     }
 }

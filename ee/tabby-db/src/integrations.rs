@@ -2,7 +2,7 @@
 //! caller) and the repositories their tokens can see (`provided_repositories`).
 
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite, types::Json};
+use sqlx::{QueryBuilder, types::Json};
 
 use crate::{DbConn, DbResult, Pagination, error::expect_one};
 
@@ -61,16 +61,18 @@ impl DbConn {
         sealed_token: &str,
         api_base: Option<&str>,
     ) -> DbResult<i64> {
-        Ok(sqlx::query_scalar(
-            "INSERT INTO integrations (kind, display_name, access_token, api_base)
-             VALUES (?, ?, ?, ?) RETURNING id",
-        )
-        .bind(kind)
-        .bind(display_name)
-        .bind(sealed_token)
-        .bind(api_base)
-        .fetch_one(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_scalar(
+                "INSERT INTO integrations (kind, display_name, access_token, api_base)
+                 VALUES ($1, $2, $3, $4) RETURNING id",
+            )
+            .bind(kind)
+            .bind(display_name)
+            .bind(sealed_token)
+            .bind(api_base)
+            .fetch_one(pool)
+            .await?)
+        })
     }
 
     /// `sealed_token: None` keeps the stored token. A changed integration is synced anew:
@@ -83,39 +85,45 @@ impl DbConn {
         sealed_token: Option<&str>,
         api_base: Option<&str>,
     ) -> DbResult<()> {
-        let result = sqlx::query(
-            "UPDATE integrations SET kind = ?, display_name = ?,
-                 access_token = COALESCE(?, access_token), api_base = ?, error = NULL,
-                 updated_at = DATETIME('now')
-             WHERE id = ?",
-        )
-        .bind(kind)
-        .bind(display_name)
-        .bind(sealed_token)
-        .bind(api_base)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), "integration")
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "UPDATE integrations SET kind = $1, display_name = $2,
+                     access_token = COALESCE($3, access_token), api_base = $4, error = NULL,
+                     updated_at = DATETIME('now')
+                 WHERE id = $5",
+            )
+            .bind(kind)
+            .bind(display_name)
+            .bind(sealed_token)
+            .bind(api_base)
+            .bind(id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), "integration")
+        })
     }
 
     pub async fn delete_integration(&self, id: i64) -> DbResult<()> {
-        let result = sqlx::query("DELETE FROM integrations WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), "integration")
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM integrations WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), "integration")
+        })
     }
 
     pub async fn get_integration(&self, id: i64) -> DbResult<Option<IntegrationDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, kind, display_name, access_token, api_base, error, synced, created_at,
-                    updated_at
-             FROM integrations WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT id, kind, display_name, access_token, api_base, error, synced, created_at,
+                        updated_at
+                 FROM integrations WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     pub async fn list_integrations(
@@ -124,38 +132,42 @@ impl DbConn {
         kind: Option<&str>,
         page: Pagination,
     ) -> DbResult<Vec<IntegrationDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT id, kind, display_name, access_token, api_base, error, synced, created_at,
-                    updated_at
-             FROM integrations WHERE 1 = 1",
-        );
-        if !ids.is_empty() {
-            query.push(" AND id IN (");
-            let mut list = query.separated(", ");
-            for id in ids {
-                list.push_bind(*id);
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT id, kind, display_name, access_token, api_base, error, synced, created_at,
+                        updated_at
+                 FROM integrations WHERE 1 = 1",
+            );
+            if !ids.is_empty() {
+                query.push(" AND id IN (");
+                let mut list = query.separated(", ");
+                for id in ids {
+                    list.push_bind(*id);
+                }
+                query.push(")");
             }
-            query.push(")");
-        }
-        if let Some(kind) = kind {
-            query.push(" AND kind = ").push_bind(kind);
-        }
-        page.push_to(&mut query, "id");
-        let rows = query
-            .build_query_as::<IntegrationDAO>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(page.finish(rows))
+            if let Some(kind) = kind {
+                query.push(" AND kind = ").push_bind(kind);
+            }
+            page.push_to(&mut query, "id");
+            let rows = query
+                .build_query_as::<IntegrationDAO>()
+                .fetch_all(pool)
+                .await?;
+            Ok(page.finish(rows))
+        })
     }
 
     /// Records a failed sync; the provided repositories stay as they were.
     pub async fn set_integration_error(&self, id: i64, error: &str) -> DbResult<()> {
-        sqlx::query("UPDATE integrations SET error = ? WHERE id = ?")
-            .bind(error)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE integrations SET error = $1 WHERE id = $2")
+                .bind(error)
+                .bind(id)
+                .execute(pool)
+                .await?;
+            Ok(())
+        })
     }
 
     /// Replaces what integration `id` provides with `repositories` in one transaction: new
@@ -166,64 +178,66 @@ impl DbConn {
         id: i64,
         repositories: &[VendorRepository],
     ) -> DbResult<SyncCounts> {
-        let mut tx = self.begin_write().await?;
-        let existing: Vec<(String, String, String)> = sqlx::query_as(
-            "SELECT vendor_id, name, git_url FROM provided_repositories WHERE integration_id = ?",
-        )
-        .bind(id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let mut counts = SyncCounts::default();
-        for repo in repositories {
-            match existing.iter().find(|(v, _, _)| *v == repo.vendor_id) {
-                Some((_, name, url)) if *name == repo.name && *url == repo.git_url => {}
-                Some(_) => {
-                    sqlx::query(
-                        "UPDATE provided_repositories SET name = ?, git_url = ?,
-                             updated_at = DATETIME('now')
-                         WHERE integration_id = ? AND vendor_id = ?",
-                    )
-                    .bind(&repo.name)
-                    .bind(&repo.git_url)
-                    .bind(id)
-                    .bind(&repo.vendor_id)
-                    .execute(&mut *tx)
-                    .await?;
-                    counts.updated += 1;
-                }
-                None => {
-                    sqlx::query(
-                        "INSERT INTO provided_repositories (integration_id, vendor_id, name, git_url)
-                         VALUES (?, ?, ?, ?)",
-                    )
-                    .bind(id)
-                    .bind(&repo.vendor_id)
-                    .bind(&repo.name)
-                    .bind(&repo.git_url)
-                    .execute(&mut *tx)
-                    .await?;
-                    counts.added += 1;
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let existing: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT vendor_id, name, git_url FROM provided_repositories WHERE integration_id = $1",
+            )
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await?;
+            let mut counts = SyncCounts::default();
+            for repo in repositories {
+                match existing.iter().find(|(v, _, _)| *v == repo.vendor_id) {
+                    Some((_, name, url)) if *name == repo.name && *url == repo.git_url => {}
+                    Some(_) => {
+                        sqlx::query(
+                            "UPDATE provided_repositories SET name = $1, git_url = $2,
+                                 updated_at = DATETIME('now')
+                             WHERE integration_id = $3 AND vendor_id = $4",
+                        )
+                        .bind(&repo.name)
+                        .bind(&repo.git_url)
+                        .bind(id)
+                        .bind(&repo.vendor_id)
+                        .execute(&mut *tx)
+                        .await?;
+                        counts.updated += 1;
+                    }
+                    None => {
+                        sqlx::query(
+                            "INSERT INTO provided_repositories (integration_id, vendor_id, name, git_url)
+                             VALUES ($1, $2, $3, $4)",
+                        )
+                        .bind(id)
+                        .bind(&repo.vendor_id)
+                        .bind(&repo.name)
+                        .bind(&repo.git_url)
+                        .execute(&mut *tx)
+                        .await?;
+                        counts.added += 1;
+                    }
                 }
             }
-        }
-        for (vendor_id, _, _) in &existing {
-            if !repositories.iter().any(|r| r.vendor_id == *vendor_id) {
-                sqlx::query(
-                    "DELETE FROM provided_repositories WHERE integration_id = ? AND vendor_id = ?",
-                )
+            for (vendor_id, _, _) in &existing {
+                if !repositories.iter().any(|r| r.vendor_id == *vendor_id) {
+                    sqlx::query(
+                        "DELETE FROM provided_repositories WHERE integration_id = $1 AND vendor_id = $2",
+                    )
+                    .bind(id)
+                    .bind(vendor_id)
+                    .execute(&mut *tx)
+                    .await?;
+                    counts.removed += 1;
+                }
+            }
+            sqlx::query("UPDATE integrations SET error = NULL, synced = TRUE WHERE id = $1")
                 .bind(id)
-                .bind(vendor_id)
                 .execute(&mut *tx)
                 .await?;
-                counts.removed += 1;
-            }
-        }
-        sqlx::query("UPDATE integrations SET error = NULL, synced = TRUE WHERE id = ?")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(counts)
+            tx.commit().await?;
+            Ok(counts)
+        })
     }
 
     pub async fn list_provided_repositories(
@@ -233,32 +247,34 @@ impl DbConn {
         active: Option<bool>,
         page: Pagination,
     ) -> DbResult<Vec<ProvidedRepositoryDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
-                    p.docs_synced_at, p.created_at, p.updated_at
-             FROM provided_repositories p JOIN integrations i ON i.id = p.integration_id
-             WHERE 1 = 1",
-        );
-        if !integration_ids.is_empty() {
-            query.push(" AND p.integration_id IN (");
-            let mut list = query.separated(", ");
-            for id in integration_ids {
-                list.push_bind(*id);
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
+                        p.docs_synced_at, p.created_at, p.updated_at
+                 FROM provided_repositories p JOIN integrations i ON i.id = p.integration_id
+                 WHERE 1 = 1",
+            );
+            if !integration_ids.is_empty() {
+                query.push(" AND p.integration_id IN (");
+                let mut list = query.separated(", ");
+                for id in integration_ids {
+                    list.push_bind(*id);
+                }
+                query.push(")");
             }
-            query.push(")");
-        }
-        if let Some(kind) = kind {
-            query.push(" AND i.kind = ").push_bind(kind);
-        }
-        if let Some(active) = active {
-            query.push(" AND p.active = ").push_bind(active);
-        }
-        page.push_to(&mut query, "p.id");
-        let rows = query
-            .build_query_as::<ProvidedRepositoryDAO>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(page.finish(rows))
+            if let Some(kind) = kind {
+                query.push(" AND i.kind = ").push_bind(kind);
+            }
+            if let Some(active) = active {
+                query.push(" AND p.active = ").push_bind(active);
+            }
+            page.push_to(&mut query, "p.id");
+            let rows = query
+                .build_query_as::<ProvidedRepositoryDAO>()
+                .fetch_all(pool)
+                .await?;
+            Ok(page.finish(rows))
+        })
     }
 
     /// A provided repository and the integration it belongs to.
@@ -266,42 +282,46 @@ impl DbConn {
         &self,
         id: i64,
     ) -> DbResult<Option<(ProvidedRepositoryDAO, IntegrationDAO)>> {
-        let Some(repo) = sqlx::query_as::<_, ProvidedRepositoryDAO>(
-            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
-                    p.docs_synced_at, p.created_at, p.updated_at
-             FROM provided_repositories p WHERE p.id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?
-        else {
-            return Ok(None);
-        };
-        Ok(self
-            .get_integration(repo.integration_id)
+        on_pool!(self, pool => {
+            let Some(repo) = sqlx::query_as::<_, ProvidedRepositoryDAO>(
+                "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
+                        p.docs_synced_at, p.created_at, p.updated_at
+                 FROM provided_repositories p WHERE p.id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
             .await?
-            .map(|integration| (repo, integration)))
+            else {
+                return Ok(None);
+            };
+            Ok(self
+                .get_integration(repo.integration_id)
+                .await?
+                .map(|integration| (repo, integration)))
+        })
     }
 
     /// Every active provided repository with its integration's kind, oldest first.
     pub async fn list_active_provided_repositories(
         &self,
     ) -> DbResult<Vec<(ProvidedRepositoryDAO, String)>> {
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            #[sqlx(flatten)]
-            repo: ProvidedRepositoryDAO,
-            kind: String,
-        }
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
-                    p.docs_synced_at, p.created_at, p.updated_at, i.kind
-             FROM provided_repositories p JOIN integrations i ON i.id = p.integration_id
-             WHERE p.active ORDER BY p.id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.into_iter().map(|r| (r.repo, r.kind)).collect())
+        on_pool!(self, pool => {
+            #[derive(sqlx::FromRow)]
+            struct Row {
+                #[sqlx(flatten)]
+                repo: ProvidedRepositoryDAO,
+                kind: String,
+            }
+            let rows: Vec<Row> = sqlx::query_as(
+                "SELECT p.id, p.integration_id, p.vendor_id, p.name, p.git_url, p.active, p.refs,
+                        p.docs_synced_at, p.created_at, p.updated_at, i.kind
+                 FROM provided_repositories p JOIN integrations i ON i.id = p.integration_id
+                 WHERE p.active ORDER BY p.id",
+            )
+            .fetch_all(pool)
+            .await?;
+            Ok(rows.into_iter().map(|r| (r.repo, r.kind)).collect())
+        })
     }
 
     /// Turns indexing of a provided repository on or off; `refs: None` keeps them.
@@ -313,30 +333,34 @@ impl DbConn {
         active: bool,
         refs: Option<&[String]>,
     ) -> DbResult<()> {
-        let result = sqlx::query(
-            "UPDATE provided_repositories SET active = ?, refs = COALESCE(?, refs),
-                 docs_synced_at = CASE WHEN ? THEN docs_synced_at END,
-                 updated_at = DATETIME('now')
-             WHERE id = ?",
-        )
-        .bind(active)
-        .bind(refs.map(Json))
-        .bind(active)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), "provided repository")
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "UPDATE provided_repositories SET active = $1, refs = COALESCE($2, refs),
+                     docs_synced_at = CASE WHEN $3 THEN docs_synced_at END,
+                     updated_at = DATETIME('now')
+                 WHERE id = $4",
+            )
+            .bind(active)
+            .bind(refs.map(Json))
+            .bind(active)
+            .bind(id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), "provided repository")
+        })
     }
 
     pub async fn update_provided_repository_refs(&self, id: i64, refs: &[String]) -> DbResult<()> {
-        let result = sqlx::query(
-            "UPDATE provided_repositories SET refs = ?, updated_at = DATETIME('now') WHERE id = ?",
-        )
-        .bind(Json(refs))
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), "provided repository")
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "UPDATE provided_repositories SET refs = $1, updated_at = DATETIME('now') WHERE id = $2",
+            )
+            .bind(Json(refs))
+            .bind(id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), "provided repository")
+        })
     }
 
     /// Records that the documents changed since `at` were read (kept only while the
@@ -346,11 +370,13 @@ impl DbConn {
         id: i64,
         at: DateTime<Utc>,
     ) -> DbResult<()> {
-        sqlx::query("UPDATE provided_repositories SET docs_synced_at = ? WHERE id = ? AND active")
-            .bind(at)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query("UPDATE provided_repositories SET docs_synced_at = $1 WHERE id = $2 AND active")
+                .bind(at)
+                .bind(id)
+                .execute(pool)
+                .await?;
+            Ok(())
+        })
     }
 }

@@ -3,7 +3,7 @@
 //! [`DbConn::create_user_with_invitation`].
 
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::QueryBuilder;
 
 use crate::{DbConn, DbResult, Pagination, error::expect_one};
 
@@ -20,52 +20,62 @@ impl DbConn {
     /// Invites `email` with a fresh code. Fails with `AlreadyExists` if an invitation for that
     /// address is pending.
     pub async fn create_invitation(&self, email: &str) -> DbResult<InvitationDAO> {
-        Ok(sqlx::query_as(
-            "INSERT INTO invitations (email, code) VALUES (?, ?)
-             RETURNING id, email, code, created_at",
-        )
-        .bind(email)
-        .bind(uuid::Uuid::new_v4().to_string())
-        .fetch_one(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "INSERT INTO invitations (email, code) VALUES ($1, $2)
+                 RETURNING id, email, code, created_at",
+            )
+            .bind(email)
+            .bind(uuid::Uuid::new_v4().to_string())
+            .fetch_one(pool)
+            .await?)
+        })
     }
 
     pub async fn get_invitation_by_code(&self, code: &str) -> DbResult<Option<InvitationDAO>> {
-        Ok(
-            sqlx::query_as("SELECT id, email, code, created_at FROM invitations WHERE code = ?")
-                .bind(code)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            Ok(
+                sqlx::query_as("SELECT id, email, code, created_at FROM invitations WHERE code = $1")
+                    .bind(code)
+                    .fetch_optional(pool)
+                    .await?,
+            )
+        })
     }
 
     /// Case-insensitive.
     pub async fn get_invitation_by_email(&self, email: &str) -> DbResult<Option<InvitationDAO>> {
-        Ok(
-            sqlx::query_as("SELECT id, email, code, created_at FROM invitations WHERE email = ?")
-                .bind(email)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            Ok(
+                sqlx::query_as("SELECT id, email, code, created_at FROM invitations WHERE email = CAST($1 AS CITEXT)")
+                    .bind(email)
+                    .fetch_optional(pool)
+                    .await?,
+            )
+        })
     }
 
     pub async fn list_invitations(&self, page: Pagination) -> DbResult<Vec<InvitationDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT id, email, code, created_at FROM invitations WHERE 1 = 1",
-        );
-        page.push_to(&mut query, "id");
-        let rows = query
-            .build_query_as::<InvitationDAO>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(page.finish(rows))
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT id, email, code, created_at FROM invitations WHERE 1 = 1",
+            );
+            page.push_to(&mut query, "id");
+            let rows = query
+                .build_query_as::<InvitationDAO>()
+                .fetch_all(pool)
+                .await?;
+            Ok(page.finish(rows))
+        })
     }
 
     pub async fn delete_invitation(&self, id: i64) -> DbResult<()> {
-        let result = sqlx::query("DELETE FROM invitations WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), "invitation")
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM invitations WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), "invitation")
+        })
     }
 }

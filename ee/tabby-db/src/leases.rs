@@ -9,17 +9,19 @@ impl DbConn {
     /// while another holder's lease runs. Atomic: of holders racing for a free lease, one gets
     /// it.
     pub async fn take_lease(&self, name: &str, holder: &str, secs: u32) -> DbResult<bool> {
-        let result = sqlx::query(
-            "INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, DATETIME('now', ?))
-             ON CONFLICT (name) DO UPDATE
-             SET holder = excluded.holder, expires_at = excluded.expires_at
-             WHERE leases.holder = excluded.holder OR leases.expires_at < DATETIME('now')",
-        )
-        .bind(name)
-        .bind(holder)
-        .bind(format!("+{secs} seconds"))
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected() == 1)
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, DATETIME('now', $3))
+                 ON CONFLICT (name) DO UPDATE
+                 SET holder = excluded.holder, expires_at = excluded.expires_at
+                 WHERE leases.holder = excluded.holder OR leases.expires_at < DATETIME('now')",
+            )
+            .bind(name)
+            .bind(holder)
+            .bind(format!("+{secs} seconds"))
+            .execute(pool)
+            .await?;
+            Ok(result.rows_affected() == 1)
+        })
     }
 }

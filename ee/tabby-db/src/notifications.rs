@@ -17,12 +17,14 @@ pub struct NotificationDAO {
 
 impl DbConn {
     pub async fn create_notification(&self, recipient: &str, content: &str) -> DbResult<i64> {
-        let result = sqlx::query("INSERT INTO notifications (recipient, content) VALUES (?, ?)")
-            .bind(recipient)
-            .bind(content)
-            .execute(&self.pool)
-            .await?;
-        Ok(result.last_insert_rowid())
+        on_pool!(self, pool => {
+            let result = sqlx::query_scalar::<_, i64>("INSERT INTO notifications (recipient, content) VALUES ($1, $2) RETURNING id")
+                .bind(recipient)
+                .bind(content)
+                .fetch_one(pool)
+                .await?;
+            Ok(result)
+        })
     }
 
     /// The notifications a user receives (admins also get `admin` ones), newest first, with
@@ -32,18 +34,20 @@ impl DbConn {
         user_id: i64,
         is_admin: bool,
     ) -> DbResult<Vec<NotificationDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT n.id, n.recipient, n.content, r.id IS NOT NULL AS read,
-                    n.created_at, n.updated_at
-             FROM notifications n
-             LEFT JOIN read_notifications r ON r.notification_id = n.id AND r.user_id = ?
-             WHERE n.recipient = 'all_user' OR (n.recipient = 'admin' AND ?)
-             ORDER BY n.id DESC",
-        )
-        .bind(user_id)
-        .bind(is_admin)
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT n.id, n.recipient, n.content, r.id IS NOT NULL AS read,
+                        n.created_at, n.updated_at
+                 FROM notifications n
+                 LEFT JOIN read_notifications r ON r.notification_id = n.id AND r.user_id = $1
+                 WHERE n.recipient = 'all_user' OR (n.recipient = 'admin' AND $2)
+                 ORDER BY n.id DESC",
+            )
+            .bind(user_id)
+            .bind(is_admin)
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// Marks one notification (or, with `None`, every one the user receives) as read.
@@ -53,47 +57,51 @@ impl DbConn {
         is_admin: bool,
         notification_id: Option<i64>,
     ) -> DbResult<()> {
-        match notification_id {
-            Some(id) => {
-                let visible = self
-                    .list_notifications_for(user_id, is_admin)
-                    .await?
-                    .iter()
-                    .any(|n| n.id == id);
-                if !visible {
-                    return Err(DbError::NotFound {
-                        what: "notification",
-                    });
+        on_pool!(self, pool => {
+            match notification_id {
+                Some(id) => {
+                    let visible = self
+                        .list_notifications_for(user_id, is_admin)
+                        .await?
+                        .iter()
+                        .any(|n| n.id == id);
+                    if !visible {
+                        return Err(DbError::NotFound {
+                            what: "notification",
+                        });
+                    }
+                    sqlx::query(
+                        "INSERT INTO read_notifications (user_id, notification_id)
+                         VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                    )
+                    .bind(user_id)
+                    .bind(id)
+                    .execute(pool)
+                    .await?;
                 }
-                sqlx::query(
-                    "INSERT OR IGNORE INTO read_notifications (user_id, notification_id)
-                     VALUES (?, ?)",
-                )
-                .bind(user_id)
-                .bind(id)
-                .execute(&self.pool)
-                .await?;
+                None => {
+                    sqlx::query(
+                        "INSERT INTO read_notifications (user_id, notification_id)
+                         SELECT $1, id FROM notifications
+                         WHERE recipient = 'all_user' OR (recipient = 'admin' AND $2) ON CONFLICT DO NOTHING",
+                    )
+                    .bind(user_id)
+                    .bind(is_admin)
+                    .execute(pool)
+                    .await?;
+                }
             }
-            None => {
-                sqlx::query(
-                    "INSERT OR IGNORE INTO read_notifications (user_id, notification_id)
-                     SELECT ?, id FROM notifications
-                     WHERE recipient = 'all_user' OR (recipient = 'admin' AND ?)",
-                )
-                .bind(user_id)
-                .bind(is_admin)
-                .execute(&self.pool)
-                .await?;
-            }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     pub async fn delete_notification(&self, id: i64) -> DbResult<()> {
-        let result = sqlx::query("DELETE FROM notifications WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), "notification")
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM notifications WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), "notification")
+        })
     }
 }

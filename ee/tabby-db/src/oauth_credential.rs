@@ -23,23 +23,27 @@ impl DbConn {
         &self,
         provider: &str,
     ) -> DbResult<Option<OAuthCredentialDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT provider, client_id, client_secret, config_url, config_scopes, created_at,
-                    updated_at
-             FROM oauth_credential WHERE provider = ?",
-        )
-        .bind(provider)
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT provider, client_id, client_secret, config_url, config_scopes, created_at,
+                        updated_at
+                 FROM oauth_credential WHERE provider = $1",
+            )
+            .bind(provider)
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     /// The providers that are set up, in a fixed order.
     pub async fn list_oauth_providers(&self) -> DbResult<Vec<String>> {
-        Ok(
-            sqlx::query_scalar("SELECT provider FROM oauth_credential ORDER BY provider")
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            Ok(
+                sqlx::query_scalar("SELECT provider FROM oauth_credential ORDER BY provider")
+                    .fetch_all(pool)
+                    .await?,
+            )
+        })
     }
 
     /// Creates or replaces a provider's settings; `client_secret: None` keeps the stored one
@@ -51,31 +55,35 @@ impl DbConn {
         client_secret: Option<&str>,
         config_url: Option<&str>,
     ) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO oauth_credential (provider, client_id, client_secret, config_url)
-             VALUES (?, ?, COALESCE(?, ''), ?)
-             ON CONFLICT (provider) DO UPDATE SET
-                 client_id = excluded.client_id,
-                 client_secret = CASE WHEN ? IS NULL THEN oauth_credential.client_secret
-                                      ELSE excluded.client_secret END,
-                 config_url = excluded.config_url,
-                 updated_at = DATETIME('now')",
-        )
-        .bind(provider)
-        .bind(client_id)
-        .bind(client_secret)
-        .bind(config_url)
-        .bind(client_secret)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO oauth_credential (provider, client_id, client_secret, config_url)
+                 VALUES ($1, $2, COALESCE($3, ''), $4)
+                 ON CONFLICT (provider) DO UPDATE SET
+                     client_id = excluded.client_id,
+                     client_secret = CASE WHEN $5 IS NULL THEN oauth_credential.client_secret
+                                          ELSE excluded.client_secret END,
+                     config_url = excluded.config_url,
+                     updated_at = DATETIME('now')",
+            )
+            .bind(provider)
+            .bind(client_id)
+            .bind(client_secret)
+            .bind(config_url)
+            .bind(client_secret)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     pub async fn delete_oauth_credential(&self, provider: &str) -> DbResult<bool> {
-        let result = sqlx::query("DELETE FROM oauth_credential WHERE provider = ?")
-            .bind(provider)
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected() > 0)
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM oauth_credential WHERE provider = $1")
+                .bind(provider)
+                .execute(pool)
+                .await?;
+            Ok(result.rows_affected() > 0)
+        })
     }
 }

@@ -5,7 +5,7 @@
 //! [`Pagination::push_to`] and returns rows in ascending id order whichever direction was
 //! asked for. To learn whether another page exists, ask for one row more than you show.
 
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::{Database, QueryBuilder};
 
 use crate::{DbError, DbResult};
 
@@ -58,7 +58,10 @@ impl Pagination {
 
     /// Appends ` AND id > ? AND id < ? ORDER BY id LIMIT ?` (the parts that apply) to a query
     /// whose WHERE clause is already open.
-    pub(crate) fn push_to(&self, query: &mut QueryBuilder<Sqlite>, id_column: &str) {
+    pub(crate) fn push_to<DB: Database>(&self, query: &mut QueryBuilder<DB>, id_column: &str)
+    where
+        i64: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    {
         if let Some(after) = self.after {
             query
                 .push(format_args!(" AND {id_column} > "))
@@ -88,9 +91,12 @@ impl Pagination {
 }
 
 /// Appends ` AND {column} IN (?, ...)` unless `values` is empty (which means "no filter").
-pub(crate) fn push_in_filter<T>(query: &mut QueryBuilder<Sqlite>, column: &str, values: &[T])
-where
-    T: for<'q> sqlx::Encode<'q, Sqlite> + sqlx::Type<Sqlite> + Clone,
+pub(crate) fn push_in_filter<DB: Database, T>(
+    query: &mut QueryBuilder<DB>,
+    column: &str,
+    values: &[T],
+) where
+    T: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB> + Clone,
 {
     if values.is_empty() {
         return;
@@ -130,7 +136,7 @@ mod tests {
 
     #[test]
     fn sql_of_a_backward_page() {
-        let mut query = QueryBuilder::<Sqlite>::new("SELECT id FROM t WHERE 1 = 1");
+        let mut query = QueryBuilder::<sqlx::Sqlite>::new("SELECT id FROM t WHERE 1 = 1");
         push_in_filter(&mut query, "user_id", &[1_i64, 2]);
         Pagination::relay(Some(1), Some(9), None, Some(2))
             .unwrap()

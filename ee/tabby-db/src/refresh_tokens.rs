@@ -20,7 +20,7 @@ pub const REFRESH_TOKEN_LIFETIME_DAYS: i64 = 7;
 const REUSE_GRACE_SECONDS: i64 = 10;
 
 const INSERT_TOKEN: &str = "INSERT INTO refresh_tokens (user_id, token, expires_at, hashed, family)
-     VALUES (?, ?, DATETIME('now', ?), TRUE, ?)
+     VALUES ($1, $2, DATETIME('now', $3), TRUE, $4)
      RETURNING id, user_id, token, expires_at, created_at";
 
 // A presented token's row is matched by its digest, or (older rows) its plain value:
@@ -61,44 +61,50 @@ impl RefreshTokenDAO {
     }
 }
 
-async fn insert(
-    executor: impl sqlx::SqliteExecutor<'_>,
-    user_id: i64,
-    family: &str,
-) -> DbResult<RefreshTokenDAO> {
-    let token = random_hex();
-    let mut dao: RefreshTokenDAO = sqlx::query_as(INSERT_TOKEN)
-        .bind(user_id)
-        .bind(digest(&token))
-        .bind(lifetime_modifier())
-        .bind(family)
-        .fetch_one(executor)
-        .await
-        .map_err(|e| DbError::from(e).missing_reference("user"))?;
-    dao.token = token;
-    Ok(dao)
+/// Issues a token of `family` for `user_id` through `$executor` (a pool or a transaction);
+/// evaluates to the new row, with the secret itself in `token`.
+macro_rules! insert_token {
+    ($executor:expr, $user_id:expr, $family:expr) => {
+        async {
+            let token = random_hex();
+            let mut dao: RefreshTokenDAO = sqlx::query_as(INSERT_TOKEN)
+                .bind($user_id)
+                .bind(digest(&token))
+                .bind(lifetime_modifier())
+                .bind($family)
+                .fetch_one($executor)
+                .await
+                .map_err(|e| DbError::from(e).missing_reference("user"))?;
+            dao.token = token;
+            DbResult::Ok(dao)
+        }
+    };
 }
 
 impl DbConn {
     /// Issues a new refresh token for `user_id` (a sign-in: a new family).
     pub async fn create_refresh_token(&self, user_id: i64) -> DbResult<RefreshTokenDAO> {
-        insert(&self.pool, user_id, &random_hex()).await
+        on_pool!(self, pool => {
+            insert_token!(pool, user_id, &random_hex()).await
+        })
     }
 
     /// The live (not yet redeemed) row of a presented token, expired or not.
     pub async fn get_refresh_token(&self, token: &str) -> DbResult<Option<RefreshTokenDAO>> {
-        let found: Option<RefreshTokenDAO> = sqlx::query_as(
-            "SELECT id, user_id, token, expires_at, created_at FROM refresh_tokens
-             WHERE ((hashed AND token = ?) OR (NOT hashed AND token = ?)) AND used_at IS NULL",
-        )
-        .bind(digest(token))
-        .bind(normalize(token))
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(found.map(|dao| RefreshTokenDAO {
-            token: normalize(token),
-            ..dao
-        }))
+        on_pool!(self, pool => {
+            let found: Option<RefreshTokenDAO> = sqlx::query_as(
+                "SELECT id, user_id, token, expires_at, created_at FROM refresh_tokens
+                 WHERE ((hashed AND token = $1) OR (NOT hashed AND token = $2)) AND used_at IS NULL",
+            )
+            .bind(digest(token))
+            .bind(normalize(token))
+            .fetch_optional(pool)
+            .await?;
+            Ok(found.map(|dao| RefreshTokenDAO {
+                token: normalize(token),
+                ..dao
+            }))
+        })
     }
 
     /// Redeems `old` and issues its replacement in the same family, in one transaction.
@@ -107,114 +113,122 @@ impl DbConn {
     /// of its family is deleted (unless it was redeemed within the last few seconds, a client
     /// refreshing twice at once).
     pub async fn rotate_refresh_token(&self, old: &str) -> DbResult<RefreshTokenDAO> {
-        let mut tx = self.begin_write().await?;
-        let found: Option<PresentedToken> = sqlx::query_as(
-            "SELECT id, user_id, family, expires_at > DATETIME('now'),
-                        used_at > DATETIME('now', ?)
-                 FROM refresh_tokens
-                 WHERE (hashed AND token = ?) OR (NOT hashed AND token = ?)",
-        )
-        .bind(format!("-{REUSE_GRACE_SECONDS} seconds"))
-        .bind(digest(old))
-        .bind(normalize(old))
-        .fetch_optional(&mut *tx)
-        .await?;
-        let not_found = DbError::NotFound {
-            what: "refresh token",
-        };
-        let Some((id, user_id, family, live, recently_used)) = found else {
-            return Err(not_found);
-        };
-        match recently_used {
-            // Redeemed a moment ago: a double refresh, refused without revoking.
-            Some(true) => {
-                return Err(DbError::Reused {
-                    what: "refresh token",
-                });
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let found: Option<PresentedToken> = sqlx::query_as(
+                "SELECT id, user_id, family, expires_at > DATETIME('now'),
+                            used_at > DATETIME('now', $1)
+                     FROM refresh_tokens
+                     WHERE (hashed AND token = $2) OR (NOT hashed AND token = $3)",
+            )
+            .bind(format!("-{REUSE_GRACE_SECONDS} seconds"))
+            .bind(digest(old))
+            .bind(normalize(old))
+            .fetch_optional(&mut *tx)
+            .await?;
+            let not_found = DbError::NotFound {
+                what: "refresh token",
+            };
+            let Some((id, user_id, family, live, recently_used)) = found else {
+                return Err(not_found);
+            };
+            match recently_used {
+                // Redeemed a moment ago: a double refresh, refused without revoking.
+                Some(true) => {
+                    return Err(DbError::Reused {
+                        what: "refresh token",
+                    });
+                }
+                Some(false) => {
+                    match &family {
+                        Some(family) => {
+                            sqlx::query("DELETE FROM refresh_tokens WHERE family = $1")
+                                .bind(family)
+                                .execute(&mut *tx)
+                                .await?
+                        }
+                        None => {
+                            sqlx::query("DELETE FROM refresh_tokens WHERE id = $1")
+                                .bind(id)
+                                .execute(&mut *tx)
+                                .await?
+                        }
+                    };
+                    tx.commit().await?;
+                    return Err(DbError::Reused {
+                        what: "refresh token",
+                    });
+                }
+                None => {}
             }
-            Some(false) => {
-                match &family {
-                    Some(family) => {
-                        sqlx::query("DELETE FROM refresh_tokens WHERE family = ?")
-                            .bind(family)
-                            .execute(&mut *tx)
-                            .await?
-                    }
-                    None => {
-                        sqlx::query("DELETE FROM refresh_tokens WHERE id = ?")
-                            .bind(id)
-                            .execute(&mut *tx)
-                            .await?
-                    }
-                };
+            if !live {
+                sqlx::query("DELETE FROM refresh_tokens WHERE id = $1")
+                    .bind(id)
+                    .execute(&mut *tx)
+                    .await?;
                 tx.commit().await?;
-                return Err(DbError::Reused {
-                    what: "refresh token",
-                });
+                return Err(not_found);
             }
-            None => {}
-        }
-        if !live {
-            sqlx::query("DELETE FROM refresh_tokens WHERE id = ?")
+            sqlx::query("UPDATE refresh_tokens SET used_at = DATETIME('now') WHERE id = $1")
                 .bind(id)
                 .execute(&mut *tx)
                 .await?;
+            let family = family.unwrap_or_else(random_hex);
+            let new = insert_token!(&mut *tx, user_id, &family).await?;
             tx.commit().await?;
-            return Err(not_found);
-        }
-        sqlx::query("UPDATE refresh_tokens SET used_at = DATETIME('now') WHERE id = ?")
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        let family = family.unwrap_or_else(random_hex);
-        let new = insert(&mut *tx, user_id, &family).await?;
-        tx.commit().await?;
-        Ok(new)
+            Ok(new)
+        })
     }
 
     /// Signs one session out: deletes the token's whole family (its rotated ancestors too).
     pub async fn delete_refresh_token(&self, token: &str) -> DbResult<()> {
-        let family: Option<(i64, Option<String>)> = sqlx::query_as(
-            "SELECT id, family FROM refresh_tokens
-             WHERE ((hashed AND token = ?) OR (NOT hashed AND token = ?)) AND used_at IS NULL",
-        )
-        .bind(digest(token))
-        .bind(normalize(token))
-        .fetch_optional(&self.pool)
-        .await?;
-        let result = match family {
-            Some((_, Some(family))) => {
-                sqlx::query("DELETE FROM refresh_tokens WHERE family = ?")
-                    .bind(family)
-                    .execute(&self.pool)
-                    .await?
-            }
-            Some((id, None)) => {
-                sqlx::query("DELETE FROM refresh_tokens WHERE id = ?")
-                    .bind(id)
-                    .execute(&self.pool)
-                    .await?
-            }
-            None => return expect_one(0, "refresh token"),
-        };
-        expect_one(result.rows_affected().min(1), "refresh token")
+        on_pool!(self, pool => {
+            let family: Option<(i64, Option<String>)> = sqlx::query_as(
+                "SELECT id, family FROM refresh_tokens
+                 WHERE ((hashed AND token = $1) OR (NOT hashed AND token = $2)) AND used_at IS NULL",
+            )
+            .bind(digest(token))
+            .bind(normalize(token))
+            .fetch_optional(pool)
+            .await?;
+            let result = match family {
+                Some((_, Some(family))) => {
+                    sqlx::query("DELETE FROM refresh_tokens WHERE family = $1")
+                        .bind(family)
+                        .execute(pool)
+                        .await?
+                }
+                Some((id, None)) => {
+                    sqlx::query("DELETE FROM refresh_tokens WHERE id = $1")
+                        .bind(id)
+                        .execute(pool)
+                        .await?
+                }
+                None => return expect_one(0, "refresh token"),
+            };
+            expect_one(result.rows_affected().min(1), "refresh token")
+        })
     }
 
     /// Removes expired tokens; returns how many.
     pub async fn delete_expired_refresh_tokens(&self) -> DbResult<u64> {
-        let result = sqlx::query("DELETE FROM refresh_tokens WHERE expires_at <= DATETIME('now')")
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected())
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM refresh_tokens WHERE expires_at <= DATETIME('now')")
+                .execute(pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
     }
 
     /// Signs the user out everywhere; returns how many tokens were removed.
     pub async fn delete_refresh_tokens_of_user(&self, user_id: i64) -> DbResult<u64> {
-        let result = sqlx::query("DELETE FROM refresh_tokens WHERE user_id = ?")
-            .bind(user_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(result.rows_affected())
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM refresh_tokens WHERE user_id = $1")
+                .bind(user_id)
+                .execute(pool)
+                .await?;
+            Ok(result.rows_affected())
+        })
     }
 }
 
@@ -224,13 +238,17 @@ mod tests {
 
     /// Moves a token's expiry into the past (the API never issues expired tokens).
     async fn expire(db: &DbConn, token: &str) {
-        sqlx::query(
-            "UPDATE refresh_tokens SET expires_at = DATETIME('now', '-1 second') WHERE token = ?",
-        )
-        .bind(super::digest(token))
-        .execute(&db.pool)
-        .await
-        .unwrap();
+        let updated: Result<_, crate::DbError> = on_pool!(db, pool => {
+            sqlx::query(
+                "UPDATE refresh_tokens SET expires_at = DATETIME('now', '-1 second') WHERE token = $1",
+            )
+            .bind(super::digest(token))
+            .execute(pool)
+            .await
+            .map(|_| ())
+            .map_err(Into::into)
+        });
+        updated.unwrap();
     }
 
     #[tokio::test]

@@ -7,35 +7,41 @@ const TOKEN_ROW_ID: i64 = 1;
 
 impl DbConn {
     pub(crate) async fn ensure_registration_token(&self) -> DbResult<()> {
-        sqlx::query("INSERT OR IGNORE INTO registration_token (id, token) VALUES (?, ?)")
-            .bind(TOKEN_ROW_ID)
-            .bind(uuid::Uuid::new_v4().to_string())
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query("INSERT INTO registration_token (id, token) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                .bind(TOKEN_ROW_ID)
+                .bind(uuid::Uuid::new_v4().to_string())
+                .execute(pool)
+                .await?;
+            Ok(())
+        })
     }
 
     /// The current registration token.
     pub async fn read_registration_token(&self) -> DbResult<String> {
-        Ok(
-            sqlx::query_scalar("SELECT token FROM registration_token WHERE id = ?")
-                .bind(TOKEN_ROW_ID)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            Ok(
+                sqlx::query_scalar("SELECT token FROM registration_token WHERE id = $1")
+                    .bind(TOKEN_ROW_ID)
+                    .fetch_one(pool)
+                    .await?,
+            )
+        })
     }
 
     /// Replaces the registration token with a new random UUID and returns it.
     pub async fn reset_registration_token(&self) -> DbResult<String> {
-        let token = uuid::Uuid::new_v4().to_string();
-        sqlx::query(
-            "INSERT INTO registration_token (id, token) VALUES (?, ?)
-             ON CONFLICT (id) DO UPDATE SET token = excluded.token, updated_at = DATETIME('now')",
-        )
-        .bind(TOKEN_ROW_ID)
-        .bind(&token)
-        .execute(&self.pool)
-        .await?;
-        Ok(token)
+        on_pool!(self, pool => {
+            let token = uuid::Uuid::new_v4().to_string();
+            sqlx::query(
+                "INSERT INTO registration_token (id, token) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET token = excluded.token, updated_at = DATETIME('now')",
+            )
+            .bind(TOKEN_ROW_ID)
+            .bind(&token)
+            .execute(pool)
+            .await?;
+            Ok(token)
+        })
     }
 }

@@ -36,18 +36,20 @@ impl ServerSettingDAO {
 impl DbConn {
     /// The settings, with defaults if they were never changed.
     pub async fn read_server_setting(&self) -> DbResult<ServerSettingDAO> {
-        // The migration creates the row; recreate it with defaults should it ever be missing.
-        sqlx::query("INSERT OR IGNORE INTO server_setting (id) VALUES (1)")
-            .execute(&self.pool)
-            .await?;
-        Ok(sqlx::query_as(
-            "SELECT security_allowed_register_domain_list, security_disable_client_side_telemetry,
-                    security_disable_password_login, network_external_url,
-                    billing_enterprise_license, branding_logo, branding_icon
-             FROM server_setting WHERE id = 1",
-        )
-        .fetch_one(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            // The migration creates the row; recreate it with defaults should it ever be missing.
+            sqlx::query("INSERT INTO server_setting (id) VALUES (1) ON CONFLICT DO NOTHING")
+                .execute(pool)
+                .await?;
+            Ok(sqlx::query_as(
+                "SELECT security_allowed_register_domain_list, security_disable_client_side_telemetry,
+                        security_disable_password_login, network_external_url,
+                        billing_enterprise_license, branding_logo, branding_icon
+                 FROM server_setting WHERE id = 1",
+            )
+            .fetch_one(pool)
+            .await?)
+        })
     }
 
     pub async fn update_security_setting(
@@ -56,47 +58,53 @@ impl DbConn {
         disable_client_side_telemetry: bool,
         disable_password_login: bool,
     ) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO server_setting (id, security_allowed_register_domain_list,
-                 security_disable_client_side_telemetry, security_disable_password_login)
-             VALUES (1, ?, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET
-                 security_allowed_register_domain_list =
-                     excluded.security_allowed_register_domain_list,
-                 security_disable_client_side_telemetry =
-                     excluded.security_disable_client_side_telemetry,
-                 security_disable_password_login = excluded.security_disable_password_login",
-        )
-        .bind(allowed_register_domain_list)
-        .bind(disable_client_side_telemetry)
-        .bind(disable_password_login)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO server_setting (id, security_allowed_register_domain_list,
+                     security_disable_client_side_telemetry, security_disable_password_login)
+                 VALUES (1, $1, $2, $3)
+                 ON CONFLICT (id) DO UPDATE SET
+                     security_allowed_register_domain_list =
+                         excluded.security_allowed_register_domain_list,
+                     security_disable_client_side_telemetry =
+                         excluded.security_disable_client_side_telemetry,
+                     security_disable_password_login = excluded.security_disable_password_login",
+            )
+            .bind(allowed_register_domain_list)
+            .bind(disable_client_side_telemetry)
+            .bind(disable_password_login)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     pub async fn update_network_setting(&self, external_url: &str) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO server_setting (id, network_external_url) VALUES (1, ?)
-             ON CONFLICT (id) DO UPDATE SET network_external_url = excluded.network_external_url",
-        )
-        .bind(external_url)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO server_setting (id, network_external_url) VALUES (1, $1)
+                 ON CONFLICT (id) DO UPDATE SET network_external_url = excluded.network_external_url",
+            )
+            .bind(external_url)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     /// Stores (or, with `None`, removes) the enterprise license.
     pub async fn update_enterprise_license(&self, license: Option<&str>) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO server_setting (id, billing_enterprise_license) VALUES (1, ?)
-             ON CONFLICT (id) DO UPDATE
-                 SET billing_enterprise_license = excluded.billing_enterprise_license",
-        )
-        .bind(license)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO server_setting (id, billing_enterprise_license) VALUES (1, $1)
+                 ON CONFLICT (id) DO UPDATE
+                     SET billing_enterprise_license = excluded.billing_enterprise_license",
+            )
+            .bind(license)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     pub async fn update_branding_setting(
@@ -104,50 +112,56 @@ impl DbConn {
         logo: Option<&str>,
         icon: Option<&str>,
     ) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO server_setting (id, branding_logo, branding_icon) VALUES (1, ?, ?)
-             ON CONFLICT (id) DO UPDATE
-                 SET branding_logo = excluded.branding_logo,
-                     branding_icon = excluded.branding_icon",
-        )
-        .bind(logo)
-        .bind(icon)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO server_setting (id, branding_logo, branding_icon) VALUES (1, $1, $2)
+                 ON CONFLICT (id) DO UPDATE
+                     SET branding_logo = excluded.branding_logo,
+                         branding_icon = excluded.branding_icon",
+            )
+            .bind(logo)
+            .bind(icon)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
     }
 
     /// The server's JWT signing secret: generated (64 hex digits) on first use, then the same
     /// value forever, even when several processes ask at once.
     pub async fn get_or_create_jwt_secret(&self) -> DbResult<String> {
-        let candidate = format!("{}{}", random_hex(), random_hex());
-        sqlx::query("INSERT OR IGNORE INTO server_secrets (id, jwt_secret) VALUES (1, ?)")
-            .bind(candidate)
-            .execute(&self.pool)
-            .await?;
-        Ok(
-            sqlx::query_scalar("SELECT jwt_secret FROM server_secrets WHERE id = 1")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            let candidate = format!("{}{}", random_hex(), random_hex());
+            sqlx::query("INSERT INTO server_secrets (id, jwt_secret) VALUES (1, $1) ON CONFLICT DO NOTHING")
+                .bind(candidate)
+                .execute(pool)
+                .await?;
+            Ok(
+                sqlx::query_scalar("SELECT jwt_secret FROM server_secrets WHERE id = 1")
+                    .fetch_one(pool)
+                    .await?,
+            )
+        })
     }
 
     /// The secret stored secrets are sealed with: generated (64 hex digits) on first use,
     /// then the same value forever, like the JWT secret.
     pub async fn get_or_create_encryption_secret(&self) -> DbResult<String> {
-        self.get_or_create_jwt_secret().await?;
-        let candidate = format!("{}{}", random_hex(), random_hex());
-        sqlx::query(
-            "UPDATE server_secrets SET encryption_secret = ?
-             WHERE id = 1 AND encryption_secret IS NULL",
-        )
-        .bind(candidate)
-        .execute(&self.pool)
-        .await?;
-        Ok(
-            sqlx::query_scalar("SELECT encryption_secret FROM server_secrets WHERE id = 1")
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            self.get_or_create_jwt_secret().await?;
+            let candidate = format!("{}{}", random_hex(), random_hex());
+            sqlx::query(
+                "UPDATE server_secrets SET encryption_secret = $1
+                 WHERE id = 1 AND encryption_secret IS NULL",
+            )
+            .bind(candidate)
+            .execute(pool)
+            .await?;
+            Ok(
+                sqlx::query_scalar("SELECT encryption_secret FROM server_secrets WHERE id = 1")
+                    .fetch_one(pool)
+                    .await?,
+            )
+        })
     }
 }

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::QueryBuilder;
 
 use crate::{DbConn, DbError, DbResult, Pagination, error::expect_one, pagination::push_in_filter};
 
@@ -169,23 +169,27 @@ const MESSAGE: &str = "thread message";
 
 impl DbConn {
     pub async fn create_thread(&self, user_id: i64, is_ephemeral: bool) -> DbResult<i64> {
-        let result = sqlx::query("INSERT INTO threads (user_id, is_ephemeral) VALUES (?, ?)")
-            .bind(user_id)
-            .bind(is_ephemeral)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| DbError::from(e).missing_reference("user"))?;
-        Ok(result.last_insert_rowid())
+        on_pool!(self, pool => {
+            let result = sqlx::query_scalar::<_, i64>("INSERT INTO threads (user_id, is_ephemeral) VALUES ($1, $2) RETURNING id")
+                .bind(user_id)
+                .bind(is_ephemeral)
+                .fetch_one(pool)
+                .await
+                .map_err(|e| DbError::from(e).missing_reference("user"))?;
+            Ok(result)
+        })
     }
 
     pub async fn get_thread(&self, id: i64) -> DbResult<Option<ThreadDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, is_ephemeral, user_id, relevant_questions, created_at, updated_at
-             FROM threads WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT id, is_ephemeral, user_id, relevant_questions, created_at, updated_at
+                 FROM threads WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     /// Threads by id (empty: all), owner, ephemerality and visibility (`visible_to`: that
@@ -198,39 +202,43 @@ impl DbConn {
         is_ephemeral: Option<bool>,
         page: Pagination,
     ) -> DbResult<Vec<ThreadDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT id, is_ephemeral, user_id, relevant_questions, created_at, updated_at
-             FROM threads WHERE 1",
-        );
-        push_in_filter(&mut query, "id", ids);
-        if let Some(user_id) = user_id {
-            query.push(" AND user_id = ").push_bind(user_id);
-        }
-        if let Some(viewer) = visible_to {
-            query
-                .push(" AND (user_id = ")
-                .push_bind(viewer)
-                .push(" OR is_ephemeral = 0)");
-        }
-        if let Some(is_ephemeral) = is_ephemeral {
-            query.push(" AND is_ephemeral = ").push_bind(is_ephemeral);
-        }
-        page.push_to(&mut query, "id");
-        let rows = query
-            .build_query_as::<ThreadDAO>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(page.finish(rows))
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT id, is_ephemeral, user_id, relevant_questions, created_at, updated_at
+                 FROM threads WHERE TRUE",
+            );
+            push_in_filter(&mut query, "id", ids);
+            if let Some(user_id) = user_id {
+                query.push(" AND user_id = ").push_bind(user_id);
+            }
+            if let Some(viewer) = visible_to {
+                query
+                    .push(" AND (user_id = ")
+                    .push_bind(viewer)
+                    .push(" OR is_ephemeral = FALSE)");
+            }
+            if let Some(is_ephemeral) = is_ephemeral {
+                query.push(" AND is_ephemeral = ").push_bind(is_ephemeral);
+            }
+            page.push_to(&mut query, "id");
+            let rows = query
+                .build_query_as::<ThreadDAO>()
+                .fetch_all(pool)
+                .await?;
+            Ok(page.finish(rows))
+        })
     }
 
     pub async fn set_thread_persisted(&self, id: i64) -> DbResult<()> {
-        let result = sqlx::query(
-            "UPDATE threads SET is_ephemeral = 0, updated_at = DATETIME('now') WHERE id = ?",
-        )
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), THREAD)
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "UPDATE threads SET is_ephemeral = FALSE, updated_at = DATETIME('now') WHERE id = $1",
+            )
+            .bind(id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), THREAD)
+        })
     }
 
     pub async fn update_thread_relevant_questions(
@@ -238,45 +246,53 @@ impl DbConn {
         id: i64,
         questions: &[String],
     ) -> DbResult<()> {
-        let json = serde_json::to_string(questions).unwrap_or_else(|_| "[]".into());
-        let result = sqlx::query(
-            "UPDATE threads SET relevant_questions = ?, updated_at = DATETIME('now') WHERE id = ?",
-        )
-        .bind(json)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), THREAD)
+        on_pool!(self, pool => {
+            let json = serde_json::to_string(questions).unwrap_or_else(|_| "[]".into());
+            let result = sqlx::query(
+                "UPDATE threads SET relevant_questions = $1, updated_at = DATETIME('now') WHERE id = $2",
+            )
+            .bind(json)
+            .bind(id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), THREAD)
+        })
     }
 
     pub async fn delete_thread(&self, id: i64) -> DbResult<()> {
-        let result = sqlx::query("DELETE FROM threads WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), THREAD)
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM threads WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), THREAD)
+        })
     }
 
     /// Removes ephemeral threads not updated for `idle_days`; returns how many.
     pub async fn delete_idle_ephemeral_threads(&self, idle_days: u32) -> DbResult<u64> {
-        let result = sqlx::query(
-            "DELETE FROM threads WHERE is_ephemeral = 1 AND updated_at < DATETIME('now', ?)",
-        )
-        .bind(format!("-{idle_days} days"))
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected())
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "DELETE FROM threads WHERE is_ephemeral = TRUE AND updated_at < DATETIME('now', $1)",
+            )
+            .bind(format!("-{idle_days} days"))
+            .execute(pool)
+            .await?;
+            Ok(result.rows_affected())
+        })
     }
 
     /// Moves a thread's last update `days` into the past (tests of the idle-thread cleanup).
     #[doc(hidden)]
     pub async fn backdate_thread_for_tests(&self, id: i64, days: u32) -> DbResult<()> {
-        let result = sqlx::query("UPDATE threads SET updated_at = DATETIME('now', ?) WHERE id = ?")
-            .bind(format!("-{days} days"))
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), THREAD)
+        on_pool!(self, pool => {
+            let result = sqlx::query("UPDATE threads SET updated_at = DATETIME('now', $1) WHERE id = $2")
+                .bind(format!("-{days} days"))
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), THREAD)
+        })
     }
 
     /// Adds a message and marks the thread as updated, in one transaction.
@@ -288,37 +304,41 @@ impl DbConn {
         attachment: &Attachment,
         code_source_id: Option<&str>,
     ) -> DbResult<i64> {
-        let attachment = serde_json::to_string(attachment).unwrap_or_else(|_| "{}".into());
-        let mut tx = self.begin_write().await?;
-        let touched = sqlx::query("UPDATE threads SET updated_at = DATETIME('now') WHERE id = ?")
+        on_pool!(self, pool => {
+            let attachment = serde_json::to_string(attachment).unwrap_or_else(|_| "{}".into());
+            let mut tx = pool.begin_write().await?;
+            let touched = sqlx::query("UPDATE threads SET updated_at = DATETIME('now') WHERE id = $1")
+                .bind(thread_id)
+                .execute(&mut *tx)
+                .await?;
+            expect_one(touched.rows_affected(), THREAD)?;
+            let result = sqlx::query_scalar::<_, i64>(
+                "INSERT INTO thread_messages (thread_id, role, content, attachment, code_source_id)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            )
             .bind(thread_id)
-            .execute(&mut *tx)
+            .bind(role)
+            .bind(content)
+            .bind(attachment)
+            .bind(code_source_id)
+            .fetch_one(&mut *tx)
             .await?;
-        expect_one(touched.rows_affected(), THREAD)?;
-        let result = sqlx::query(
-            "INSERT INTO thread_messages (thread_id, role, content, attachment, code_source_id)
-             VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(thread_id)
-        .bind(role)
-        .bind(content)
-        .bind(attachment)
-        .bind(code_source_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(result.last_insert_rowid())
+            tx.commit().await?;
+            Ok(result)
+        })
     }
 
     pub async fn get_thread_message(&self, id: i64) -> DbResult<Option<ThreadMessageDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, thread_id, role, content, code_source_id, attachment, created_at,
-                    updated_at
-             FROM thread_messages WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT id, thread_id, role, content, code_source_id, attachment, created_at,
+                        updated_at
+                 FROM thread_messages WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     pub async fn list_thread_messages(
@@ -326,31 +346,35 @@ impl DbConn {
         thread_id: i64,
         page: Pagination,
     ) -> DbResult<Vec<ThreadMessageDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT id, thread_id, role, content, code_source_id, attachment, created_at,
-                    updated_at
-             FROM thread_messages WHERE thread_id = ",
-        );
-        query.push_bind(thread_id);
-        page.push_to(&mut query, "id");
-        let rows = query
-            .build_query_as::<ThreadMessageDAO>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(page.finish(rows))
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT id, thread_id, role, content, code_source_id, attachment, created_at,
+                        updated_at
+                 FROM thread_messages WHERE thread_id = ",
+            );
+            query.push_bind(thread_id);
+            page.push_to(&mut query, "id");
+            let rows = query
+                .build_query_as::<ThreadMessageDAO>()
+                .fetch_all(pool)
+                .await?;
+            Ok(page.finish(rows))
+        })
     }
 
     /// Appends streamed text to a message.
     pub async fn append_thread_message_content(&self, id: i64, delta: &str) -> DbResult<()> {
-        let result = sqlx::query(
-            "UPDATE thread_messages SET content = content || ?, updated_at = DATETIME('now')
-             WHERE id = ?",
-        )
-        .bind(delta)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), MESSAGE)
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "UPDATE thread_messages SET content = content || $1, updated_at = DATETIME('now')
+                 WHERE id = $2",
+            )
+            .bind(delta)
+            .bind(id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), MESSAGE)
+        })
     }
 
     pub async fn update_thread_message_content(
@@ -359,16 +383,18 @@ impl DbConn {
         id: i64,
         content: &str,
     ) -> DbResult<()> {
-        let result = sqlx::query(
-            "UPDATE thread_messages SET content = ?, updated_at = DATETIME('now')
-             WHERE id = ? AND thread_id = ?",
-        )
-        .bind(content)
-        .bind(id)
-        .bind(thread_id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), MESSAGE)
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "UPDATE thread_messages SET content = $1, updated_at = DATETIME('now')
+                 WHERE id = $2 AND thread_id = $3",
+            )
+            .bind(content)
+            .bind(id)
+            .bind(thread_id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), MESSAGE)
+        })
     }
 
     /// Reads, changes and writes back a message's attachment in one write transaction.
@@ -377,27 +403,29 @@ impl DbConn {
         id: i64,
         change: impl FnOnce(&mut Attachment),
     ) -> DbResult<()> {
-        let mut tx = self.begin_write().await?;
-        let current: Option<(String,)> =
-            sqlx::query_as("SELECT attachment FROM thread_messages WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some((current,)) = current else {
-            return Err(DbError::NotFound { what: MESSAGE });
-        };
-        let mut attachment: Attachment = serde_json::from_str(&current).unwrap_or_default();
-        change(&mut attachment);
-        let json = serde_json::to_string(&attachment).unwrap_or_else(|_| "{}".into());
-        sqlx::query(
-            "UPDATE thread_messages SET attachment = ?, updated_at = DATETIME('now') WHERE id = ?",
-        )
-        .bind(json)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let current: Option<(String,)> =
+                sqlx::query_as("SELECT attachment FROM thread_messages WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            let Some((current,)) = current else {
+                return Err(DbError::NotFound { what: MESSAGE });
+            };
+            let mut attachment: Attachment = serde_json::from_str(&current).unwrap_or_default();
+            change(&mut attachment);
+            let json = serde_json::to_string(&attachment).unwrap_or_else(|_| "{}".into());
+            sqlx::query(
+                "UPDATE thread_messages SET attachment = $1, updated_at = DATETIME('now') WHERE id = $2",
+            )
+            .bind(json)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
     }
 
     pub async fn update_thread_message_code_source_id(
@@ -405,12 +433,14 @@ impl DbConn {
         id: i64,
         code_source_id: &str,
     ) -> DbResult<()> {
-        let result = sqlx::query("UPDATE thread_messages SET code_source_id = ? WHERE id = ?")
-            .bind(code_source_id)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), MESSAGE)
+        on_pool!(self, pool => {
+            let result = sqlx::query("UPDATE thread_messages SET code_source_id = $1 WHERE id = $2")
+                .bind(code_source_id)
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), MESSAGE)
+        })
     }
 
     /// Deletes a user message and the assistant answer right after it, both of `thread_id`.
@@ -421,32 +451,34 @@ impl DbConn {
         user_message_id: i64,
         assistant_message_id: i64,
     ) -> DbResult<()> {
-        let mut tx = self.begin_write().await?;
-        let roles: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT id, role FROM thread_messages
-             WHERE thread_id = ? AND id >= ? AND id <= ? ORDER BY id",
-        )
-        .bind(thread_id)
-        .bind(user_message_id)
-        .bind(assistant_message_id)
-        .fetch_all(&mut *tx)
-        .await?;
-        let is_pair = matches!(
-            roles.as_slice(),
-            [(u, ur), (a, ar)] if *u == user_message_id && ur == "user"
-                && *a == assistant_message_id && ar == "assistant"
-        );
-        if !is_pair {
-            return Err(DbError::NotFound {
-                what: "user and assistant message pair",
-            });
-        }
-        sqlx::query("DELETE FROM thread_messages WHERE id IN (?, ?)")
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_write().await?;
+            let roles: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT id, role FROM thread_messages
+                 WHERE thread_id = $1 AND id >= $2 AND id <= $3 ORDER BY id",
+            )
+            .bind(thread_id)
             .bind(user_message_id)
             .bind(assistant_message_id)
-            .execute(&mut *tx)
+            .fetch_all(&mut *tx)
             .await?;
-        tx.commit().await?;
-        Ok(())
+            let is_pair = matches!(
+                roles.as_slice(),
+                [(u, ur), (a, ar)] if *u == user_message_id && ur == "user"
+                    && *a == assistant_message_id && ar == "assistant"
+            );
+            if !is_pair {
+                return Err(DbError::NotFound {
+                    what: "user and assistant message pair",
+                });
+            }
+            sqlx::query("DELETE FROM thread_messages WHERE id IN ($1, $2)")
+                .bind(user_message_id)
+                .bind(assistant_message_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
     }
 }

@@ -3,9 +3,9 @@
 //! statistics for the dashboard are aggregated from these rows.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::{Database, QueryBuilder};
 
-use crate::{DbConn, DbError, DbResult, pagination::push_in_filter, sql_datetime};
+use crate::{DbConn, DbError, DbResult, pagination::push_in_filter};
 
 /// Which counter of a completion an editor event bumps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,20 +71,21 @@ impl DbConn {
         language: &str,
         created_at: DateTime<Utc>,
     ) -> DbResult<i64> {
-        let at = sql_datetime(created_at);
-        let result = sqlx::query(
-            "INSERT INTO user_completions (user_id, completion_id, language, created_at, updated_at)
-             VALUES (?, ?, ?, ?, ?)",
-        )
-        .bind(user_id)
-        .bind(completion_id)
-        .bind(language)
-        .bind(&at)
-        .bind(&at)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| DbError::from(e).missing_reference("user"))?;
-        Ok(result.last_insert_rowid())
+        on_pool!(self, pool => {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO user_completions (user_id, completion_id, language, created_at, updated_at)
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            )
+            .bind(user_id)
+            .bind(completion_id)
+            .bind(language)
+            .bind(pool.time(created_at))
+            .bind(pool.time(created_at))
+            .fetch_one(pool)
+            .await
+            .map_err(|e| DbError::from(e).missing_reference("user"))?;
+            Ok(id)
+        })
     }
 
     /// Adds one to `counter` of the completion `completion_id`. Returns false when no such
@@ -94,15 +95,17 @@ impl DbConn {
         completion_id: &str,
         counter: CompletionCounter,
     ) -> DbResult<bool> {
-        let column = counter.column();
-        let result = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE user_completions SET {column} = {column} + 1, updated_at = DATETIME('now')
-             WHERE completion_id = ?"
-        )))
-        .bind(completion_id)
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected() > 0)
+        on_pool!(self, pool => {
+            let column = counter.column();
+            let result = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE user_completions SET {column} = {column} + 1, updated_at = DATETIME('now')
+                 WHERE completion_id = $1"
+            )))
+            .bind(completion_id)
+            .execute(pool)
+            .await?;
+            Ok(result.rows_affected() > 0)
+        })
     }
 
     /// Completions, views, selects and dismisses per UTC day and language, in day then
@@ -111,46 +114,57 @@ impl DbConn {
         &self,
         filter: DailyStatsQuery<'_>,
     ) -> DbResult<Vec<DailyStatsDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT DATE(created_at) AS day, language, COUNT(*) AS completions,
-                    SUM(views) AS views, SUM(selects) AS selects, SUM(dismisses) AS dismisses
-             FROM user_completions WHERE created_at >= ",
-        );
-        query
-            .push_bind(sql_datetime(filter.start))
-            .push(" AND created_at < ")
-            .push_bind(sql_datetime(filter.end));
-        push_in_filter(&mut query, "user_id", filter.user_ids);
-        if !filter.languages.is_empty() {
-            query.push(" AND (0");
-            push_or_in(&mut query, "language IN", filter.languages);
-            if let Some(known) = filter.other_than {
-                push_or_in(&mut query, "language NOT IN", known);
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT DATE(created_at) AS day, language, COUNT(*) AS completions,
+                        CAST(SUM(views) AS BIGINT) AS views, CAST(SUM(selects) AS BIGINT) AS selects,
+                        CAST(SUM(dismisses) AS BIGINT) AS dismisses
+                 FROM user_completions WHERE created_at >= ",
+            );
+            query
+                .push_bind(pool.time(filter.start))
+                .push(" AND created_at < ")
+                .push_bind(pool.time(filter.end));
+            push_in_filter(&mut query, "user_id", filter.user_ids);
+            if !filter.languages.is_empty() {
+                query.push(" AND (FALSE");
+                push_or_in(&mut query, "language IN", filter.languages);
+                if let Some(known) = filter.other_than {
+                    push_or_in(&mut query, "language NOT IN", known);
+                }
+                query.push(")");
             }
-            query.push(")");
-        }
-        query.push(" GROUP BY day, language ORDER BY day, language");
-        let rows = query
-            .build_query_as::<DailyStatsRow>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| DailyStatsDAO {
-                start: row.day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc(),
-                language: row.language,
-                completions: row.completions,
-                views: row.views,
-                selects: row.selects,
-                dismisses: row.dismisses,
-            })
-            .collect())
+            query.push(" GROUP BY day, language ORDER BY day, language");
+            let rows = query
+                .build_query_as::<DailyStatsRow>()
+                .fetch_all(pool)
+                .await?;
+            Ok(rows
+                .into_iter()
+                .map(|row| DailyStatsDAO {
+                    start: row.day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc(),
+                    language: row.language,
+                    completions: row.completions,
+                    views: row.views,
+                    selects: row.selects,
+                    dismisses: row.dismisses,
+                })
+                .collect())
+        })
     }
 }
 
-/// Appends ` OR {test} (?, ...)`. SQLite accepts an empty list: `IN ()` holds for no row and
-/// `NOT IN ()` for every row.
-fn push_or_in(query: &mut QueryBuilder<Sqlite>, test: &str, values: &[String]) {
+/// Appends ` OR {test} ($1, ...)`. An empty list (which PostgreSQL does not parse) holds for
+/// no row after `IN` and for every row after `NOT IN`.
+fn push_or_in<DB: Database>(query: &mut QueryBuilder<DB>, test: &str, values: &[String])
+where
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    if values.is_empty() {
+        let holds = test.contains("NOT");
+        query.push(if holds { " OR TRUE" } else { " OR FALSE" });
+        return;
+    }
     query.push(format_args!(" OR {test} ("));
     let mut list = query.separated(", ");
     for value in values {

@@ -2,9 +2,9 @@
 //! completion, kept with its kind and the event as JSON, for the admin's `userEvents` view.
 
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::QueryBuilder;
 
-use crate::{DbConn, DbError, DbResult, Pagination, pagination::push_in_filter, sql_datetime};
+use crate::{DbConn, DbError, DbResult, Pagination, pagination::push_in_filter};
 
 /// A row of `user_events`.
 #[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
@@ -26,17 +26,19 @@ impl DbConn {
         created_at: DateTime<Utc>,
         payload: &str,
     ) -> DbResult<i64> {
-        let result = sqlx::query(
-            "INSERT INTO user_events (user_id, kind, created_at, payload) VALUES (?, ?, ?, ?)",
-        )
-        .bind(user_id)
-        .bind(kind)
-        .bind(sql_datetime(created_at))
-        .bind(payload)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| DbError::from(e).missing_reference("user"))?;
-        Ok(result.last_insert_rowid())
+        on_pool!(self, pool => {
+            let result = sqlx::query_scalar::<_, i64>(
+                "INSERT INTO user_events (user_id, kind, created_at, payload) VALUES ($1, $2, $3, $4) RETURNING id",
+            )
+            .bind(user_id)
+            .bind(kind)
+            .bind(pool.time(created_at))
+            .bind(payload)
+            .fetch_one(pool)
+            .await
+            .map_err(|e| DbError::from(e).missing_reference("user"))?;
+            Ok(result)
+        })
     }
 
     /// Events with `start <= created_at < end` of the given users (all when `user_ids` is
@@ -48,19 +50,21 @@ impl DbConn {
         end: DateTime<Utc>,
         page: Pagination,
     ) -> DbResult<Vec<UserEventDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT id, user_id, kind, created_at, payload FROM user_events WHERE created_at >= ",
-        );
-        query
-            .push_bind(sql_datetime(start))
-            .push(" AND created_at < ")
-            .push_bind(sql_datetime(end));
-        push_in_filter(&mut query, "user_id", user_ids);
-        page.push_to(&mut query, "id");
-        let rows = query
-            .build_query_as::<UserEventDAO>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(page.finish(rows))
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT id, user_id, kind, created_at, payload FROM user_events WHERE created_at >= ",
+            );
+            query
+                .push_bind(pool.time(start))
+                .push(" AND created_at < ")
+                .push_bind(pool.time(end));
+            push_in_filter(&mut query, "user_id", user_ids);
+            page.push_to(&mut query, "id");
+            let rows = query
+                .build_query_as::<UserEventDAO>()
+                .fetch_all(pool)
+                .await?;
+            Ok(page.finish(rows))
+        })
     }
 }

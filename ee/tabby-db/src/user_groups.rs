@@ -29,40 +29,48 @@ pub struct UserGroupMembershipDAO {
 impl DbConn {
     /// Fails with `AlreadyExists` if the name is taken.
     pub async fn create_user_group(&self, name: &str) -> DbResult<i64> {
-        let result = sqlx::query("INSERT INTO user_groups (name) VALUES (?)")
-            .bind(name)
-            .execute(&self.pool)
-            .await?;
-        Ok(result.last_insert_rowid())
+        on_pool!(self, pool => {
+            let result = sqlx::query_scalar::<_, i64>("INSERT INTO user_groups (name) VALUES ($1) RETURNING id")
+                .bind(name)
+                .fetch_one(pool)
+                .await?;
+            Ok(result)
+        })
     }
 
     pub async fn get_user_group(&self, id: i64) -> DbResult<Option<UserGroupDAO>> {
-        Ok(
-            sqlx::query_as("SELECT id, name, created_at, updated_at FROM user_groups WHERE id = ?")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
+        on_pool!(self, pool => {
+            Ok(
+                sqlx::query_as("SELECT id, name, created_at, updated_at FROM user_groups WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(pool)
+                    .await?,
+            )
+        })
     }
 
     /// Every group, by name.
     pub async fn list_user_groups(&self) -> DbResult<Vec<UserGroupDAO>> {
-        Ok(
-            sqlx::query_as(
-                "SELECT id, name, created_at, updated_at FROM user_groups ORDER BY name",
+        on_pool!(self, pool => {
+            Ok(
+                sqlx::query_as(
+                    "SELECT id, name, created_at, updated_at FROM user_groups ORDER BY name",
+                )
+                .fetch_all(pool)
+                .await?,
             )
-            .fetch_all(&self.pool)
-            .await?,
-        )
+        })
     }
 
     /// Deletes the group with its memberships and read access grants.
     pub async fn delete_user_group(&self, id: i64) -> DbResult<()> {
-        let result = sqlx::query("DELETE FROM user_groups WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), "user group")
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM user_groups WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), "user group")
+        })
     }
 
     /// Adds the user to the group, or updates `is_group_admin` if they are a member already.
@@ -72,19 +80,21 @@ impl DbConn {
         user_group_id: i64,
         is_group_admin: bool,
     ) -> DbResult<()> {
-        sqlx::query(
-            "INSERT INTO user_group_memberships (user_id, user_group_id, is_group_admin)
-             VALUES (?, ?, ?)
-             ON CONFLICT (user_id, user_group_id) DO UPDATE
-                 SET is_group_admin = excluded.is_group_admin, updated_at = DATETIME('now')",
-        )
-        .bind(user_id)
-        .bind(user_group_id)
-        .bind(is_group_admin)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| DbError::from(e).missing_reference("user or user group"))?;
-        Ok(())
+        on_pool!(self, pool => {
+            sqlx::query(
+                "INSERT INTO user_group_memberships (user_id, user_group_id, is_group_admin)
+                 VALUES ($1, $2, $3)
+                 ON CONFLICT (user_id, user_group_id) DO UPDATE
+                     SET is_group_admin = excluded.is_group_admin, updated_at = DATETIME('now')",
+            )
+            .bind(user_id)
+            .bind(user_group_id)
+            .bind(is_group_admin)
+            .execute(pool)
+            .await
+            .map_err(|e| DbError::from(e).missing_reference("user or user group"))?;
+            Ok(())
+        })
     }
 
     pub async fn delete_user_group_membership(
@@ -92,14 +102,16 @@ impl DbConn {
         user_id: i64,
         user_group_id: i64,
     ) -> DbResult<()> {
-        let result = sqlx::query(
-            "DELETE FROM user_group_memberships WHERE user_id = ? AND user_group_id = ?",
-        )
-        .bind(user_id)
-        .bind(user_group_id)
-        .execute(&self.pool)
-        .await?;
-        expect_one(result.rows_affected(), "user group membership")
+        on_pool!(self, pool => {
+            let result = sqlx::query(
+                "DELETE FROM user_group_memberships WHERE user_id = $1 AND user_group_id = $2",
+            )
+            .bind(user_id)
+            .bind(user_group_id)
+            .execute(pool)
+            .await?;
+            expect_one(result.rows_affected(), "user group membership")
+        })
     }
 
     /// Members of one group, in the order they joined.
@@ -107,36 +119,42 @@ impl DbConn {
         &self,
         user_group_id: i64,
     ) -> DbResult<Vec<UserGroupMembershipDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, user_id, user_group_id, is_group_admin, created_at, updated_at
-             FROM user_group_memberships WHERE user_group_id = ? ORDER BY id",
-        )
-        .bind(user_group_id)
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT id, user_id, user_group_id, is_group_admin, created_at, updated_at
+                 FROM user_group_memberships WHERE user_group_id = $1 ORDER BY id",
+            )
+            .bind(user_group_id)
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     /// The groups one user belongs to, in the order they joined.
     /// Every membership of every group.
     pub async fn list_all_user_group_memberships(&self) -> DbResult<Vec<UserGroupMembershipDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, user_id, user_group_id, is_group_admin, created_at, updated_at
-             FROM user_group_memberships ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT id, user_id, user_group_id, is_group_admin, created_at, updated_at
+                 FROM user_group_memberships ORDER BY id",
+            )
+            .fetch_all(pool)
+            .await?)
+        })
     }
 
     pub async fn list_user_group_memberships_of_user(
         &self,
         user_id: i64,
     ) -> DbResult<Vec<UserGroupMembershipDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, user_id, user_group_id, is_group_admin, created_at, updated_at
-             FROM user_group_memberships WHERE user_id = ? ORDER BY id",
-        )
-        .bind(user_id)
-        .fetch_all(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT id, user_id, user_group_id, is_group_admin, created_at, updated_at
+                 FROM user_group_memberships WHERE user_id = $1 ORDER BY id",
+            )
+            .bind(user_id)
+            .fetch_all(pool)
+            .await?)
+        })
     }
 }

@@ -2,7 +2,7 @@
 //! (source id `custom_web_document:<id>`).
 
 use chrono::{DateTime, Utc};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::QueryBuilder;
 
 use crate::{DbConn, DbResult, Pagination, error::expect_one, pagination::push_in_filter};
 
@@ -23,24 +23,28 @@ impl DbConn {
         url: &str,
         is_preset: bool,
     ) -> DbResult<i64> {
-        let result =
-            sqlx::query("INSERT INTO web_documents (name, url, is_preset) VALUES (?, ?, ?)")
-                .bind(name)
-                .bind(url)
-                .bind(is_preset)
-                .execute(&self.pool)
-                .await?;
-        Ok(result.last_insert_rowid())
+        on_pool!(self, pool => {
+            let result =
+                sqlx::query_scalar::<_, i64>("INSERT INTO web_documents (name, url, is_preset) VALUES ($1, $2, $3) RETURNING id")
+                    .bind(name)
+                    .bind(url)
+                    .bind(is_preset)
+                    .fetch_one(pool)
+                    .await?;
+            Ok(result)
+        })
     }
 
     pub async fn get_web_document(&self, id: i64) -> DbResult<Option<WebDocumentDAO>> {
-        Ok(sqlx::query_as(
-            "SELECT id, name, url, is_preset, created_at, updated_at FROM web_documents
-             WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?)
+        on_pool!(self, pool => {
+            Ok(sqlx::query_as(
+                "SELECT id, name, url, is_preset, created_at, updated_at FROM web_documents
+                 WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?)
+        })
     }
 
     pub async fn list_web_documents(
@@ -49,26 +53,30 @@ impl DbConn {
         is_preset: Option<bool>,
         page: Pagination,
     ) -> DbResult<Vec<WebDocumentDAO>> {
-        let mut query = QueryBuilder::<Sqlite>::new(
-            "SELECT id, name, url, is_preset, created_at, updated_at FROM web_documents WHERE 1",
-        );
-        push_in_filter(&mut query, "id", ids);
-        if let Some(preset) = is_preset {
-            query.push(" AND is_preset = ").push_bind(preset);
-        }
-        page.push_to(&mut query, "id");
-        let rows = query
-            .build_query_as::<WebDocumentDAO>()
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(page.finish(rows))
+        on_pool!(self, pool => {
+            let mut query = QueryBuilder::new(
+                "SELECT id, name, url, is_preset, created_at, updated_at FROM web_documents WHERE TRUE",
+            );
+            push_in_filter(&mut query, "id", ids);
+            if let Some(preset) = is_preset {
+                query.push(" AND is_preset = ").push_bind(preset);
+            }
+            page.push_to(&mut query, "id");
+            let rows = query
+                .build_query_as::<WebDocumentDAO>()
+                .fetch_all(pool)
+                .await?;
+            Ok(page.finish(rows))
+        })
     }
 
     pub async fn delete_web_document(&self, id: i64) -> DbResult<()> {
-        let result = sqlx::query("DELETE FROM web_documents WHERE id = ?")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        expect_one(result.rows_affected(), "web document")
+        on_pool!(self, pool => {
+            let result = sqlx::query("DELETE FROM web_documents WHERE id = $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+            expect_one(result.rows_affected(), "web document")
+        })
     }
 }

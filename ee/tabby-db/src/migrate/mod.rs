@@ -13,6 +13,8 @@ use tracing::info;
 use crate::{DbError, DbResult};
 
 pub(crate) static MIGRATOR: Migrator = sqlx::migrate!("../../migrations");
+/// The PostgreSQL twins of [`MIGRATOR`]'s migrations, one for one.
+pub(crate) static PG_MIGRATOR: Migrator = sqlx::migrate!("../../migrations/postgres");
 
 /// Versions of the up-migrations not yet applied to the database behind `pool`.
 pub(crate) async fn pending_versions(pool: &SqlitePool) -> DbResult<Vec<i64>> {

@@ -1,13 +1,15 @@
 //! Migrations against real SQLite: up from empty, every migration's down/up round trip on a
-//! database holding data, and the backup taken before pending migrations.
+//! database holding data, and the backup taken before pending migrations; and their PostgreSQL
+//! twins: one for each, and (with a server in `TABBY_TEST_POSTGRES_URL`) the same tables,
+//! columns and indexes as SQLite after every step down and up.
 
 use std::collections::BTreeMap;
 
 use chrono::Utc;
-use sqlx::SqlitePool;
+use sqlx::{PgPool, SqlitePool, migrate::Migrator};
 
-use super::{MIGRATOR, pending_versions};
-use crate::{CompletionCounter, DbConn};
+use super::{MIGRATOR, PG_MIGRATOR, pending_versions};
+use crate::{CompletionCounter, DbConn, Pool, TEST_POSTGRES_URL_VAR};
 
 const TABLES: &[&str] = &[
     "change_counters",
@@ -206,10 +208,10 @@ async fn fill(db: &DbConn) {
 
 #[tokio::test]
 async fn migrations_create_every_table_from_empty() {
-    let db = DbConn::new_in_memory().await.unwrap();
-    assert_eq!(tables(&db.pool).await, TABLES);
-    assert!(pending_versions(&db.pool).await.unwrap().is_empty());
-    let counts = row_counts(&db.pool).await;
+    let db = DbConn::new_sqlite_in_memory().await.unwrap();
+    assert_eq!(tables(db.sqlite_pool()).await, TABLES);
+    assert!(pending_versions(db.sqlite_pool()).await.unwrap().is_empty());
+    let counts = row_counts(db.sqlite_pool()).await;
     assert_eq!(counts["registration_token"], 1, "seeded at init");
     assert_eq!(counts["server_setting"], 1, "seeded by its migration");
 }
@@ -228,8 +230,8 @@ async fn migrations_are_numbered_pairs() {
 
 #[tokio::test]
 async fn every_migration_reverts_and_reapplies_on_a_database_with_data() {
-    let db = DbConn::new_in_memory().await.unwrap();
-    let pool = &db.pool;
+    let db = DbConn::new_sqlite_in_memory().await.unwrap();
+    let pool = db.sqlite_pool();
     let full_schema = schema(pool).await;
     fill(&db).await;
     let full_counts = row_counts(pool).await;
@@ -298,12 +300,12 @@ async fn backup_is_taken_only_when_migrations_are_pending_on_an_existing_file() 
     // A new file: created with its directory, nothing to back up.
     let db = DbConn::open(&path).await.unwrap();
     let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&db.pool)
+        .fetch_one(db.sqlite_pool())
         .await
         .unwrap();
     assert_eq!(journal, "wal");
     let foreign_keys: bool = sqlx::query_scalar("PRAGMA foreign_keys")
-        .fetch_one(&db.pool)
+        .fetch_one(db.sqlite_pool())
         .await
         .unwrap();
     assert!(foreign_keys);
@@ -322,13 +324,13 @@ async fn backup_is_taken_only_when_migrations_are_pending_on_an_existing_file() 
 
     // An older schema (last migration reverted) is backed up before it is upgraded.
     let last = *versions().last().unwrap();
-    MIGRATOR.undo(&db.pool, last - 1).await.unwrap();
+    MIGRATOR.undo(db.sqlite_pool(), last - 1).await.unwrap();
     db.close().await;
     let db = DbConn::open(&path).await.unwrap();
     let date = Utc::now().format("%Y%m%d");
     let first = format!("db.backup-{date}.sqlite");
     assert_eq!(backups(ee), [first.as_str()]);
-    assert!(pending_versions(&db.pool).await.unwrap().is_empty());
+    assert!(pending_versions(db.sqlite_pool()).await.unwrap().is_empty());
 
     // The backup is a standalone database in the pre-upgrade state, with the data.
     let backup = SqlitePool::connect_with(
@@ -345,7 +347,7 @@ async fn backup_is_taken_only_when_migrations_are_pending_on_an_existing_file() 
     backup.close().await;
 
     // A second upgrade on the same day keeps the first backup and adds another.
-    MIGRATOR.undo(&db.pool, last - 1).await.unwrap();
+    MIGRATOR.undo(db.sqlite_pool(), last - 1).await.unwrap();
     db.close().await;
     let db = DbConn::open(&path).await.unwrap();
     assert_eq!(
@@ -361,6 +363,140 @@ async fn unrelated_existing_empty_file_is_not_backed_up() {
     let path = dir.path().join("db.sqlite");
     std::fs::write(&path, b"").unwrap();
     let db = DbConn::open(&path).await.unwrap();
-    assert_eq!(tables(&db.pool).await, TABLES);
+    assert_eq!(tables(db.sqlite_pool()).await, TABLES);
     assert!(backups(dir.path()).is_empty());
+}
+
+/// (version, name, down?) of every migration.
+fn listing(migrator: &Migrator) -> Vec<(i64, String, bool)> {
+    migrator
+        .iter()
+        .map(|m| {
+            (
+                m.version,
+                m.description.to_string(),
+                m.migration_type.is_down_migration(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_migration_has_a_postgres_twin() {
+    assert_eq!(listing(&MIGRATOR), listing(&PG_MIGRATOR));
+}
+
+/// Tables with their columns in order, and the explicitly created indexes (not those behind
+/// primary keys and UNIQUE constraints).
+#[derive(Debug, PartialEq)]
+struct Shape {
+    columns: BTreeMap<String, Vec<String>>,
+    indexes: Vec<String>,
+}
+
+async fn sqlite_shape(pool: &SqlitePool) -> Shape {
+    let mut columns = BTreeMap::new();
+    for table in tables(pool).await {
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM pragma_table_info($1) ORDER BY cid")
+                .bind(&table)
+                .fetch_all(pool)
+                .await
+                .unwrap();
+        columns.insert(table, names);
+    }
+    let indexes = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    Shape { columns, indexes }
+}
+
+async fn postgres_shape(pool: &PgPool) -> Shape {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns
+         WHERE table_schema = 'public' AND table_name != '_sqlx_migrations'
+         ORDER BY table_name, ordinal_position",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut columns: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (table, column) in rows {
+        columns.entry(table).or_default().push(column);
+    }
+    let indexes = sqlx::query_scalar(
+        "SELECT indexname::text FROM pg_indexes
+         WHERE schemaname = 'public'
+           AND indexname NOT IN (SELECT conname FROM pg_constraint)
+           AND indexname != '_sqlx_migrations_pkey'
+         ORDER BY indexname",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    Shape { columns, indexes }
+}
+
+async fn postgres_row_counts(pool: &PgPool) -> BTreeMap<String, i64> {
+    let mut counts = BTreeMap::new();
+    for table in postgres_shape(pool).await.columns.into_keys() {
+        let count: i64 =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        counts.insert(table, count);
+    }
+    counts
+}
+
+/// Both schemas step by step: from the full schema down to empty, one migration at a time,
+/// and back up, on databases that hold data written through the DAOs (which also runs every
+/// DAO write on PostgreSQL). Needs a server: without `TABBY_TEST_POSTGRES_URL` it says so and
+/// passes; `scripts/test.sh` always sets it.
+#[tokio::test]
+async fn postgres_schema_matches_sqlite_after_every_migration_down_and_up() {
+    let Ok(server) = std::env::var(TEST_POSTGRES_URL_VAR) else {
+        eprintln!("{TEST_POSTGRES_URL_VAR} is not set: PostgreSQL schema not compared");
+        return;
+    };
+    let lite = DbConn::new_sqlite_in_memory().await.unwrap();
+    let pg = DbConn::new_test_postgres(&server).await.unwrap();
+    let Pool::Postgres(pg_pool) = &pg.pool else {
+        unreachable!()
+    };
+    let lite_pool = lite.sqlite_pool();
+    fill(&lite).await;
+    fill(&pg).await;
+    let full = sqlite_shape(lite_pool).await;
+    assert_eq!(postgres_shape(pg_pool).await, full);
+    assert_eq!(full.columns.len(), TABLES.len());
+    let full_counts = postgres_row_counts(pg_pool).await;
+    assert!(full_counts.values().all(|&n| n > 0), "{full_counts:?}");
+    assert_eq!(full_counts, row_counts(lite_pool).await);
+
+    for &version in versions().iter().rev() {
+        MIGRATOR.undo(lite_pool, version - 1).await.unwrap();
+        PG_MIGRATOR.undo(pg_pool, version - 1).await.unwrap();
+        let shape = sqlite_shape(lite_pool).await;
+        assert_eq!(
+            postgres_shape(pg_pool).await,
+            shape,
+            "after reverting {version}"
+        );
+        for (table, count) in postgres_row_counts(pg_pool).await {
+            assert_eq!(
+                full_counts[&table], count,
+                "{table} after reverting {version}"
+            );
+        }
+    }
+    assert!(postgres_shape(pg_pool).await.columns.is_empty());
+    MIGRATOR.run(lite_pool).await.unwrap();
+    PG_MIGRATOR.run(pg_pool).await.unwrap();
+    assert_eq!(postgres_shape(pg_pool).await, full);
+    assert_eq!(sqlite_shape(lite_pool).await, full);
 }

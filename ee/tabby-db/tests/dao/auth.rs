@@ -307,7 +307,8 @@ async fn password_reset_keeps_one_code_per_user() {
 /// database: exactly one gets the user.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reset_code_is_redeemed_once_under_concurrency() {
-    let (_dir, db, _raw) = crate::jobs::file_db().await;
+    let shared = crate::shared_db().await;
+    let db = shared.db.clone();
     let id = user(&db, "a@example.com").await;
     let reset = db.create_password_reset(id).await.unwrap();
     let tasks: Vec<_> = (0..8)
@@ -327,13 +328,13 @@ async fn a_reset_code_is_redeemed_once_under_concurrency() {
 
 #[tokio::test]
 async fn an_expired_reset_code_is_refused_and_removed() {
-    let (_dir, db, raw) = crate::jobs::file_db().await;
+    let shared = crate::shared_db().await;
+    let db = shared.db.clone();
     let id = user(&db, "a@example.com").await;
     let reset = db.create_password_reset(id).await.unwrap();
-    sqlx::query("UPDATE password_reset SET created_at = DATETIME('now', '-25 hours')")
-        .execute(&raw)
-        .await
-        .unwrap();
+    shared
+        .exec("UPDATE password_reset SET created_at = DATETIME('now', '-25 hours')")
+        .await;
     assert_eq!(
         db.redeem_password_reset(&reset.code, 24).await.unwrap(),
         None
@@ -361,18 +362,17 @@ async fn deleting_a_user_removes_their_credentials() {
 
 #[tokio::test]
 async fn stale_password_resets_are_removed() {
-    let (_dir, db, raw) = crate::jobs::file_db().await;
+    let shared = crate::shared_db().await;
+    let db = shared.db.clone();
     let old = user(&db, "old@example.com").await;
     let fresh = user(&db, "fresh@example.com").await;
     db.create_password_reset(old).await.unwrap();
     db.create_password_reset(fresh).await.unwrap();
-    sqlx::query(
-        "UPDATE password_reset SET created_at = DATETIME('now', '-25 hours') WHERE user_id = ?",
-    )
-    .bind(old)
-    .execute(&raw)
-    .await
-    .unwrap();
+    shared
+        .exec(&format!(
+            "UPDATE password_reset SET created_at = DATETIME('now', '-25 hours') WHERE user_id = {old}"
+        ))
+        .await;
     assert_eq!(db.delete_password_resets_older_than(24).await.unwrap(), 1);
     assert!(
         db.get_password_reset_by_user_id(old)

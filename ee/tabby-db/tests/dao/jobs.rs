@@ -5,40 +5,16 @@
 
 use std::collections::HashSet;
 
-use sqlx::{
-    SqlitePool,
-    sqlite::{SqliteConnectOptions, SqlitePoolOptions},
-};
 use tabby_db::{DbConn, DbError, IngestedDocumentDAO, IngestionStatsDAO, JobStatsDAO, Pagination};
 
-use crate::{db, user};
+use crate::{SharedDb, db, shared_db, user};
 
-/// A file database, and a second raw pool on the same file to age rows (the DAO has no
-/// way to set `created_at`).
-pub(crate) async fn file_db() -> (tempfile::TempDir, DbConn, SqlitePool) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db.sqlite");
-    let db = DbConn::open(&path).await.unwrap();
-    let raw = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            SqliteConnectOptions::new()
-                .filename(&path)
-                .busy_timeout(std::time::Duration::from_secs(10)),
-        )
-        .await
-        .unwrap();
-    (dir, db, raw)
-}
-
-async fn age_run(raw: &SqlitePool, id: i64, days: u32) {
-    let changed = sqlx::query("UPDATE job_runs SET created_at = DATETIME('now', ?) WHERE id = ?")
-        .bind(format!("-{days} days"))
-        .bind(id)
-        .execute(raw)
-        .await
-        .unwrap()
-        .rows_affected();
+async fn age_run(shared: &SharedDb, id: i64, days: u32) {
+    let changed = shared
+        .exec(&format!(
+            "UPDATE job_runs SET created_at = DATETIME('now', '-{days} days') WHERE id = {id}"
+        ))
+        .await;
     assert_eq!(changed, 1);
 }
 
@@ -91,7 +67,8 @@ async fn an_identical_pending_command_is_enqueued_once() {
 
 #[tokio::test]
 async fn concurrent_identical_triggers_make_one_row() {
-    let (_dir, db, _raw) = file_db().await;
+    let shared = shared_db().await;
+    let db = shared.db.clone();
     let attempts: Vec<_> = (0..12)
         .map(|_| {
             let db = db.clone();
@@ -163,7 +140,8 @@ async fn runs_are_claimed_oldest_first_and_finished() {
 
 #[tokio::test]
 async fn concurrent_claims_never_return_the_same_run() {
-    let (_dir, db, _raw) = file_db().await;
+    let shared = shared_db().await;
+    let db = shared.db.clone();
     let total = 40;
     let mut created = Vec::new();
     for i in 0..total {
@@ -237,7 +215,8 @@ async fn stale_runs_are_failed_and_returned_once() {
 
 #[tokio::test]
 async fn stats_count_the_last_days_by_outcome_and_job() {
-    let (_dir, db, raw) = file_db().await;
+    let shared = shared_db().await;
+    let db = shared.db.clone();
     let stats = |jobs: Vec<String>, days| {
         let db = db.clone();
         async move { db.job_run_stats(&jobs, days).await.unwrap() }
@@ -261,7 +240,7 @@ async fn stats_count_the_last_days_by_outcome_and_job() {
     db.finish_job_run(failed, 1).await.unwrap();
     db.finish_job_run(interrupted, -1).await.unwrap();
     db.finish_job_run(old, 0).await.unwrap();
-    age_run(&raw, old, 10).await;
+    age_run(&shared, old, 10).await;
     let _ = running;
 
     assert_eq!(
@@ -302,7 +281,8 @@ async fn stats_count_the_last_days_by_outcome_and_job() {
 
 #[tokio::test]
 async fn only_old_finished_runs_are_deleted() {
-    let (_dir, db, raw) = file_db().await;
+    let shared = shared_db().await;
+    let db = shared.db.clone();
     let (old_done, _) = db.create_job_run("hourly", "\"A\"").await.unwrap();
     let (old_running, _) = db.create_job_run("hourly", "\"B\"").await.unwrap();
     let (recent_done, _) = db.create_job_run("hourly", "\"C\"").await.unwrap();
@@ -318,8 +298,8 @@ async fn only_old_finished_runs_are_deleted() {
         recent_done
     );
     db.finish_job_run(recent_done, 1).await.unwrap();
-    age_run(&raw, old_done, 91).await;
-    age_run(&raw, old_running, 91).await;
+    age_run(&shared, old_done, 91).await;
+    age_run(&shared, old_running, 91).await;
 
     assert_eq!(db.delete_old_job_runs(90).await.unwrap(), 1);
     assert!(db.get_job_run(old_done).await.unwrap().is_none());
@@ -739,7 +719,8 @@ async fn ingested_documents_deletion_expiry_stats_and_work() {
 
 #[tokio::test]
 async fn a_lease_has_one_holder_until_it_runs_out() {
-    let (_dir, db, raw) = file_db().await;
+    let shared = shared_db().await;
+    let db = shared.db.clone();
     assert!(
         db.take_lease("worker", "a", 15).await.unwrap(),
         "free: a takes it"
@@ -754,13 +735,9 @@ async fn a_lease_has_one_holder_until_it_runs_out() {
         "another name, another lease"
     );
     // a stops renewing: once its lease has run out, b takes it, and a is refused.
-    let expired = sqlx::query(
-        "UPDATE leases SET expires_at = DATETIME('now', '-1 seconds') WHERE name = 'worker'",
-    )
-    .execute(&raw)
-    .await
-    .unwrap()
-    .rows_affected();
+    let expired = shared
+        .exec("UPDATE leases SET expires_at = DATETIME('now', '-1 seconds') WHERE name = 'worker'")
+        .await;
     assert_eq!(expired, 1);
     assert!(db.take_lease("worker", "b", 15).await.unwrap());
     assert!(!db.take_lease("worker", "a", 15).await.unwrap());
@@ -782,9 +759,9 @@ async fn a_lease_has_one_holder_until_it_runs_out() {
 
 #[tokio::test]
 async fn change_counters_count_bumps_per_name_across_connections() {
-    let (_dir, db, _raw) = file_db().await;
-    let path = _dir.path().join("db.sqlite");
-    let other = DbConn::open(&path).await.unwrap();
+    let shared = shared_db().await;
+    let db = shared.db.clone();
+    let other = shared.open_again().await;
     assert_eq!(db.change_counter("directory").await.unwrap(), 0);
     assert_eq!(db.bump_change_counter("directory").await.unwrap(), 1);
     assert_eq!(db.bump_change_counter("directory").await.unwrap(), 2);

@@ -1,0 +1,3 @@
+-- PostgreSQL twin of the SQLite migration migrations/0013_integrations.down.sql.
+DROP TABLE provided_repositories;
+DROP TABLE integrations;

@@ -1,0 +1,2 @@
+-- PostgreSQL twin of the SQLite migration migrations/0015_leases.down.sql.
+DROP TABLE leases;

@@ -1,0 +1,2 @@
+-- PostgreSQL twin of the SQLite migration migrations/0016_change-counters.down.sql.
+DROP TABLE change_counters;
