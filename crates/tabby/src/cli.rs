@@ -88,7 +88,7 @@ impl IndexProgress for BarProgress {
 pub async fn index(config: Option<PathBuf>, repo: Option<String>) -> anyhow::Result<()> {
     let paths = TabbyPaths::from_env();
     let config = load_config(&paths, config)?;
-    let extra = indexing::db_repositories(&paths).await?;
+    let extra = indexing::db_repositories(&paths, config.database.url.as_deref()).await?;
     if config.repositories.is_empty() && extra.is_empty() {
         anyhow::bail!(
             "no [[repositories]] in the config and none added in the web UI: nothing to index"

@@ -55,17 +55,32 @@ pub fn matches(repo: &RepositoryToIndex, wanted: &str) -> bool {
         || name(&repo.git_url).is_some_and(|n| n == wanted || Some(n.clone()) == name(wanted))
 }
 
-/// The repositories added through GraphQL (`$TABBY_ROOT/ee/db.sqlite`), if that database
-/// exists.
+/// The repositories added through GraphQL: in the `[database] url` PostgreSQL database, or in
+/// `$TABBY_ROOT/ee/db.sqlite` if that file exists.
 #[cfg(feature = "ee")]
-pub async fn db_repositories(paths: &TabbyPaths) -> anyhow::Result<Vec<RepositoryToIndex>> {
-    let file = paths.ee_db_file();
-    if !file.exists() {
-        return Ok(Vec::new());
-    }
-    let db = tabby_db::DbConn::open(&file)
-        .await
-        .with_context(|| format!("cannot open {}", file.display()))?;
+pub async fn db_repositories(
+    paths: &TabbyPaths,
+    database_url: Option<&str>,
+) -> anyhow::Result<Vec<RepositoryToIndex>> {
+    let db = match database_url {
+        Some(url) => tabby_db::DbConn::connect_postgres(url)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot open {}",
+                    tabby_common::config::redact_url_password(url)
+                )
+            })?,
+        None => {
+            let file = paths.ee_db_file();
+            if !file.exists() {
+                return Ok(Vec::new());
+            }
+            tabby_db::DbConn::open(&file)
+                .await
+                .with_context(|| format!("cannot open {}", file.display()))?
+        }
+    };
     let repos = db
         .list_repositories(tabby_db::Pagination::all())
         .await?
@@ -82,7 +97,10 @@ pub async fn db_repositories(paths: &TabbyPaths) -> anyhow::Result<Vec<Repositor
 
 /// Without the enterprise layer there are only config repositories.
 #[cfg(not(feature = "ee"))]
-pub async fn db_repositories(_paths: &TabbyPaths) -> anyhow::Result<Vec<RepositoryToIndex>> {
+pub async fn db_repositories(
+    _paths: &TabbyPaths,
+    _database_url: Option<&str>,
+) -> anyhow::Result<Vec<RepositoryToIndex>> {
     Ok(Vec::new())
 }
 

@@ -409,6 +409,7 @@ async fn start_enterprise(
         .collect();
     let server = Webserver::new(WebserverOptions {
         db_path: paths.ee_db_file(),
+        database_url: config.database.url.clone(),
         jobs_dir: paths.ee_dir().join("jobs"),
         repositories_dir: paths.repositories_dir(),
         config_repositories,

@@ -55,8 +55,10 @@ pub const EPHEMERAL_THREAD_IDLE_DAYS: u32 = 7;
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub struct WebserverOptions {
-    /// `$TABBY_ROOT/ee/db.sqlite`.
+    /// `$TABBY_ROOT/ee/db.sqlite`: the database unless `database_url` names another.
     pub db_path: PathBuf,
+    /// `[database] url`: a PostgreSQL database shared by replicas.
+    pub database_url: Option<String>,
     /// `$TABBY_ROOT/ee/jobs`: one log per job run.
     pub jobs_dir: PathBuf,
     /// Where mirrors of remote repositories live (to show the commit of each ref).
@@ -84,9 +86,17 @@ pub struct Webserver {
 impl Webserver {
     /// Opens (and migrates) the database and builds the services.
     pub async fn new(options: WebserverOptions) -> anyhow::Result<Arc<Self>> {
-        let db = DbConn::open(&options.db_path)
-            .await
-            .with_context(|| format!("cannot open the database {}", options.db_path.display()))?;
+        let db = match &options.database_url {
+            Some(url) => DbConn::connect_postgres(url).await.with_context(|| {
+                format!(
+                    "cannot open the database {}",
+                    tabby_common::config::redact_url_password(url)
+                )
+            })?,
+            None => DbConn::open(&options.db_path).await.with_context(|| {
+                format!("cannot open the database {}", options.db_path.display())
+            })?,
+        };
         let jwt = Arc::new(jwt::JwtKeys::load(&db).await?);
         let secrets = Arc::new(secret_box::SecretBox::load(&db).await?);
         let mailer = Arc::new(mail::Mailer::new(
