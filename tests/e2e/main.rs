@@ -20,6 +20,7 @@ mod ee_ldap;
 mod ee_mail;
 mod ee_oauth;
 mod ee_policy;
+mod ee_postgres;
 mod ee_provided;
 mod ee_security;
 mod ee_subscriptions;

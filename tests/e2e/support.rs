@@ -30,7 +30,7 @@ pub struct TabbyServer {
 pub const TEST_POSTGRES_URL_VAR: &str = "TABBY_TEST_POSTGRES_URL";
 
 /// A fresh database on the test PostgreSQL server, if [`TEST_POSTGRES_URL_VAR`] names one.
-fn test_database() -> Option<String> {
+pub fn test_database() -> Option<String> {
     let server = std::env::var(TEST_POSTGRES_URL_VAR).ok()?;
     let name = format!(
         "tabby_e2e_{}_{}",
@@ -115,8 +115,22 @@ impl TabbyServer {
     }
 
     pub fn start_with_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> TabbyServer {
+        Self::start_on(config, extra, env, test_database())
+    }
+
+    /// Starts `tabby serve` with the enterprise layer on the SQLite file, whatever
+    /// [`TEST_POSTGRES_URL_VAR`] says.
+    pub fn start_sqlite_ee(config: &str) -> TabbyServer {
+        Self::start_on(config, &[], &[], None)
+    }
+
+    fn start_on(
+        config: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        database_url: Option<String>,
+    ) -> TabbyServer {
         let root = tempfile::tempdir().expect("temp dir");
-        let database_url = test_database();
         let config = match &database_url {
             Some(url) => format!("{config}\n[database]\nurl = {url:?}\n"),
             None => config.to_string(),
@@ -133,6 +147,17 @@ impl TabbyServer {
             starts: 1,
             database_url,
         }
+    }
+
+    /// Points the config at the PostgreSQL database `url` (`[database] url`, the whole config
+    /// replaced); takes effect at the next [`TabbyServer::restart`].
+    pub fn move_to_database(&mut self, url: &str) {
+        std::fs::write(
+            self.root.path().join("config.toml"),
+            format!("[database]\nurl = {url:?}\n"),
+        )
+        .expect("write config");
+        self.database_url = Some(url.to_owned());
     }
 
     /// Runs `sql` on the server's database (to age rows, or read what is stored) and returns

@@ -28,6 +28,52 @@ pub fn load_config(paths: &TabbyPaths, config: Option<PathBuf>) -> anyhow::Resul
     Ok(Config::load(&path)?)
 }
 
+/// `tabby db migrate-sqlite-to-postgres`: copies the SQLite database (`from`, default
+/// `$TABBY_ROOT/ee/db.sqlite`) into the PostgreSQL database `to` (default: `[database] url`).
+#[cfg(feature = "ee")]
+pub async fn migrate_sqlite_to_postgres(
+    config: Option<PathBuf>,
+    from: Option<PathBuf>,
+    to: Option<String>,
+) -> anyhow::Result<()> {
+    use tabby_common::config::redact_url_password;
+    let paths = TabbyPaths::from_env();
+    let config = load_config(&paths, config)?;
+    let Some(to) = to.or(config.database.url.clone()) else {
+        anyhow::bail!("no PostgreSQL database to copy into: give --to or set [database] url");
+    };
+    if !(to.starts_with("postgres://") || to.starts_with("postgresql://")) {
+        anyhow::bail!("--to must be a postgres:// or postgresql:// URL");
+    }
+    let shown = redact_url_password(&to);
+    let from = from.unwrap_or_else(|| paths.ee_db_file());
+    if !from.is_file() {
+        anyhow::bail!("{} does not exist: nothing to copy", from.display());
+    }
+    // Opening migrates the file to this version (after backing it up) like a server start.
+    let source = tabby_db::DbConn::open(&from)
+        .await
+        .with_context(|| format!("cannot open {}", from.display()))?;
+    let target = tabby_db::DbConn::connect_postgres(&to)
+        .await
+        .with_context(|| format!("cannot open {shown}"))?;
+    let copied = source.copy_into_postgres(&target).await;
+    source.close().await;
+    target.close().await;
+    let copied = copied?;
+    let rows: u64 = copied.iter().map(|(_, n)| n).sum();
+    for (table, n) in &copied {
+        println!("{table}: {n} rows");
+    }
+    println!(
+        "copied {rows} rows of {} tables from {} into {shown}; set [database] url in \
+         config.toml and start the servers",
+        copied.len(),
+        from.display()
+    );
+    Ok(())
+}
+
 /// A terminal progress bar: files, chunks and MB/s.
 struct BarProgress {
     bar: ProgressBar,

@@ -157,6 +157,12 @@ enum Command {
         #[arg(long, value_name = "ID")]
         model: Option<String>,
     },
+    /// Enterprise-layer database maintenance.
+    #[cfg(feature = "ee")]
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+    },
     /// A stdio MCP server for agents that only start commands: forwards each JSON-RPC message
     /// on stdin to a tabby server's /mcp and writes the answers to stdout.
     Mcp {
@@ -166,6 +172,31 @@ enum Command {
         /// Your auth token from the web UI (or set TABBY_TOKEN, which keeps it out of `ps`).
         #[arg(long, env = "TABBY_TOKEN", hide_env_values = true)]
         token: Option<String>,
+    },
+}
+
+#[cfg(feature = "ee")]
+#[derive(clap::Subcommand)]
+enum DbCommand {
+    /// Copy every row of the SQLite database into an empty PostgreSQL database (migrated
+    /// first), ids kept, in one transaction. Stop the servers first; then set [database] url
+    /// in config.toml and start them again.
+    MigrateSqliteToPostgres {
+        /// Config file to use instead of $TABBY_ROOT/config.toml (for its [database] url).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+        /// The SQLite database (default: $TABBY_ROOT/ee/db.sqlite).
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// postgres://user:password@host:port/database (default: [database] url of the
+        /// config). TABBY_DATABASE_URL keeps the password out of `ps`.
+        #[arg(
+            long,
+            value_name = "URL",
+            env = "TABBY_DATABASE_URL",
+            hide_env_values = true
+        )]
+        to: Option<String>,
     },
 }
 
@@ -288,6 +319,10 @@ fn main() -> std::process::ExitCode {
                 "tabby eval needs --queries and --corpus, or the generate subcommand"
             )),
             Command::Download { model } => tabby::download::download(model).await,
+            #[cfg(feature = "ee")]
+            Command::Db {
+                command: DbCommand::MigrateSqliteToPostgres { config, from, to },
+            } => tabby::cli::migrate_sqlite_to_postgres(config, from, to).await,
         }
     });
     match result {

@@ -40,6 +40,9 @@ pub enum DbError {
     #[error("database migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
 
+    #[error("cannot copy the database: {0}")]
+    Copy(String),
+
     #[error("database error: {0}")]
     Sqlx(sqlx::Error),
 }

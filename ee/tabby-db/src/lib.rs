@@ -38,6 +38,7 @@ macro_rules! on_pool {
 
 mod access_policy;
 mod change_counters;
+mod copy;
 mod email;
 mod error;
 mod ingested_documents;

@@ -500,3 +500,65 @@ async fn postgres_schema_matches_sqlite_after_every_migration_down_and_up() {
     assert_eq!(postgres_shape(pg_pool).await, full);
     assert_eq!(sqlite_shape(lite_pool).await, full);
 }
+
+/// `copy_into_postgres` on a database with a row in every table: PostgreSQL ends with the same
+/// rows (counts per table, and what the DAOs read back), new ids continue after the copied
+/// ones, and a second copy into the now filled database is refused. Needs a server, like the
+/// test above.
+#[tokio::test]
+async fn a_sqlite_database_copies_into_postgres_row_for_row() {
+    let Ok(server) = std::env::var(TEST_POSTGRES_URL_VAR) else {
+        eprintln!("{TEST_POSTGRES_URL_VAR} is not set: the copy into PostgreSQL is not tested");
+        return;
+    };
+    let lite = DbConn::new_sqlite_in_memory().await.unwrap();
+    fill(&lite).await;
+    let pg = DbConn::new_test_postgres(&server).await.unwrap();
+    let copied = lite.copy_into_postgres(&pg).await.unwrap();
+    let lite_counts = row_counts(lite.sqlite_pool()).await;
+    let Pool::Postgres(pg_pool) = &pg.pool else {
+        unreachable!()
+    };
+    assert_eq!(postgres_row_counts(pg_pool).await, lite_counts);
+    assert_eq!(
+        copied.iter().cloned().collect::<BTreeMap<_, _>>(),
+        lite_counts
+            .iter()
+            .map(|(table, n)| (table.clone(), *n as u64))
+            .collect::<BTreeMap<_, _>>()
+    );
+    let all = crate::Pagination::all();
+    assert_eq!(
+        pg.list_users(&[], all).await.unwrap(),
+        lite.list_users(&[], all).await.unwrap()
+    );
+    assert_eq!(
+        pg.list_repositories(all).await.unwrap(),
+        lite.list_repositories(all).await.unwrap()
+    );
+    assert_eq!(
+        pg.read_server_setting().await.unwrap(),
+        lite.read_server_setting().await.unwrap()
+    );
+    let next = pg
+        .create_user("new@example.com", None, false, None)
+        .await
+        .unwrap();
+    let highest = lite
+        .list_users(&[], all)
+        .await
+        .unwrap()
+        .iter()
+        .map(|u| u.id)
+        .max()
+        .unwrap();
+    assert_eq!(next, highest + 1);
+    assert!(matches!(
+        lite.copy_into_postgres(&pg).await,
+        Err(crate::DbError::Copy(message)) if message.contains("already holds data")
+    ));
+    assert!(matches!(
+        lite.copy_into_postgres(&lite).await,
+        Err(crate::DbError::Copy(_))
+    ));
+}
