@@ -76,7 +76,7 @@ fi
 # and removed on exit. `scripts/postgres.sh` starts the same cluster by hand.
 source scripts/postgres.sh
 start_test_postgres
-export TABBY_TEST_POSTGRES_URL
+export TABBY_TEST_POSTGRES_URL TABBY_TEST_POSTGRES_CA
 echo "enterprise tests on PostgreSQL at $TABBY_TEST_POSTGRES_URL"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --no-fail-fast -p tabby-db -p tabby \

@@ -319,6 +319,19 @@ impl DbConn {
         Ok(())
     }
 
+    /// Whether this connection to the database is encrypted (TLS to PostgreSQL; a SQLite file
+    /// is local: `false`).
+    pub async fn connection_is_encrypted(&self) -> DbResult<bool> {
+        match &self.pool {
+            Pool::Sqlite(_) => Ok(false),
+            Pool::Postgres(pool) => Ok(sqlx::query_scalar(
+                "SELECT COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), FALSE)",
+            )
+            .fetch_one(pool)
+            .await?),
+        }
+    }
+
     /// Waits for queries in flight and closes every connection (checkpointing the WAL).
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await)

@@ -5,6 +5,7 @@
 mod access_policy;
 mod auth;
 mod jobs;
+mod postgres;
 mod settings;
 mod usage;
 mod users;
@@ -92,6 +93,11 @@ impl SharedDb {
                 .unwrap()
                 .rows_affected(),
         }
+    }
+
+    /// The SQLite file's path or the PostgreSQL URL.
+    pub fn location(&self) -> &str {
+        &self.location
     }
 
     /// Another connection pool on the same database, as another process would open it.
