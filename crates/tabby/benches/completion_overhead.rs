@@ -11,6 +11,9 @@
 //! and then 32 clients are spread over two web replicas on one root (one SQLite database, one
 //! process here, so the same cores), against the same 32 clients on one replica.
 //!
+//! With `TABBY_BENCH_DATABASE_URL=postgres://…` (an empty database, e.g. on the cluster of
+//! `bash scripts/postgres.sh`), the enterprise part runs on PostgreSQL instead of SQLite.
+//!
 //! Run: `cargo bench -p tabby --bench completion_overhead` (figures on stdout).
 
 use std::{
@@ -200,6 +203,17 @@ async fn start_replica(config: &Config, paths: &TabbyPaths) -> std::net::SocketA
 /// over two replicas on one root (one database) against the same 32 on one of them.
 #[cfg(feature = "ee")]
 async fn enterprise(config: &Config, fake: &FakeServer) {
+    let mut config = config.clone();
+    config.database.url = std::env::var("TABBY_BENCH_DATABASE_URL").ok();
+    println!(
+        "enterprise layer on {}",
+        if config.database.url.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite"
+        }
+    );
+    let config = &config;
     let root = tempfile::tempdir().unwrap();
     let paths = TabbyPaths::new(root.path());
     let addr = start_replica(config, &paths).await;
