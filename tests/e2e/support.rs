@@ -67,6 +67,8 @@ fn spawn_serve(
         // Hermetic: the JWT secret comes from `env` or the database, never from the caller's
         // environment.
         .env_remove("TABBY_WEBSERVER_JWT_TOKEN_SECRET")
+        // The database is the one the test's config names.
+        .env_remove("TABBY_DATABASE_URL")
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(stderr)

@@ -40,6 +40,9 @@ pub struct Config {
     pub database: DatabaseConfig,
 }
 
+/// The environment variable that overrides `[database] url`.
+pub const DATABASE_URL_VAR: &str = "TABBY_DATABASE_URL";
+
 /// `[database]`: where the enterprise layer keeps its state (users, tokens, jobs, settings).
 #[derive(Clone, Default, Deserialize, PartialEq)]
 pub struct DatabaseConfig {
@@ -626,15 +629,44 @@ pub enum ConfigError {
 
 impl Config {
     /// Loads `path`. A missing file is the default config; anything unreadable or invalid is an error.
+    /// `TABBY_DATABASE_URL`, when set, overrides `[database] url` (so that a container's secret
+    /// can carry the database password instead of the file).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Self::parse(path, &text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(source) => Err(ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+        let config = match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(path, &text)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        config.with_database_url_from_env(
+            path,
+            std::env::var(DATABASE_URL_VAR)
+                .ok()
+                .filter(|v| !v.is_empty()),
+        )
+    }
+
+    /// `[database] url` replaced by `value` (the environment's), checked like the file's.
+    fn with_database_url_from_env(
+        mut self,
+        path: &Path,
+        value: Option<String>,
+    ) -> Result<Config, ConfigError> {
+        if let Some(url) = value {
+            self.database.url = Some(url);
+            self.validate()
+                .map_err(|(key, message)| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    location: format!("{DATABASE_URL_VAR} (environment), "),
+                    key,
+                    message,
+                })?;
         }
+        Ok(self)
     }
 
     /// Parses and validates config text; `path` is only used in error messages.
@@ -882,6 +914,15 @@ mod tests {
     }
 
     #[test]
+    fn the_deployment_example_config_is_valid() {
+        let text = include_str!("../../../deploy/config.toml");
+        let c = parse(text).unwrap();
+        assert!(matches!(c.model.completion, Some(ModelConfig::Http(_))));
+        assert!(matches!(c.model.chat, Some(ModelConfig::Http(_))));
+        assert_eq!(c.database.url, None, "the password comes from TABBY_DATABASE_URL");
+    }
+
+    #[test]
     fn database_url_is_postgres_and_its_password_stays_out_of_debug() {
         assert_eq!(parse("").unwrap().database.url, None);
         let c = parse("[database]\nurl = \"postgres://tabby:s3cret@db.internal:5432/tabby\"\n")
@@ -911,6 +952,31 @@ mod tests {
             );
         }
         assert_eq!(redact_url_password("postgres://u@h/d"), "postgres://u@h/d");
+        // The environment's URL replaces the file's, checked the same way.
+        let path = Path::new("/root/.tabby/config.toml");
+        let from_env = c
+            .clone()
+            .with_database_url_from_env(path, Some("postgres://env@db/tabby".into()))
+            .unwrap();
+        assert_eq!(
+            from_env.database.url.as_deref(),
+            Some("postgres://env@db/tabby")
+        );
+        assert_eq!(
+            c.clone()
+                .with_database_url_from_env(path, None)
+                .unwrap()
+                .database,
+            c.database
+        );
+        let err = c
+            .with_database_url_from_env(path, Some("file:///tmp/x".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("TABBY_DATABASE_URL") && err.contains("database.url"),
+            "{err}"
+        );
         assert_eq!(
             redact_url_password("postgresql://u:p@w@h/d"),
             "postgresql://u:***@h/d"
