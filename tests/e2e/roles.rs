@@ -8,7 +8,9 @@ use serde_json::json;
 
 use crate::{
     ee_policy::wait_until_searchable,
-    ee_support::{PASSWORD, bearer, graphql, invite_and_register, poll, register_owner, rest},
+    ee_support::{
+        PASSWORD, bearer, gql_ok, graphql, invite_and_register, poll, register_owner, rest,
+    },
     rag::{make_shop_repo, wait_for_index},
     support::*,
 };
@@ -230,5 +232,90 @@ async fn ee_job_triggers_through_two_replicas_at_once_each_run_once() {
             "{job}: {log}"
         );
     }
+    assert!(!a.stderr().contains("job run") && !b.stderr().contains("job run"));
+}
+
+/// Three roots, as three machines, that share only one PostgreSQL database and one snapshot
+/// directory (`[index] snapshot_dir`): two web replicas and a worker. A repository added
+/// through replica A is indexed by the worker, published as a snapshot, and searchable through
+/// replica B, which never indexes; a new commit, re-indexed, reaches B as the next snapshot.
+/// Needs `TABBY_TEST_POSTGRES_URL` (separate roots cannot share a SQLite file).
+#[tokio::test]
+async fn ee_replicas_on_separate_machines_share_postgres_and_index_snapshots() {
+    let Some(url) = test_database() else {
+        eprintln!("{TEST_POSTGRES_URL_VAR} is not set: replicas on separate roots not tested");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_shop_repo(tmp.path());
+    let shared = tmp.path().join("snapshots");
+    let config = format!(
+        "[database]\nurl = {url:?}\n[index]\nsnapshot_dir = {:?}\n[security]\nlocal_repository_roots = [{:?}]\n",
+        shared.display().to_string(),
+        tmp.path().display().to_string()
+    );
+    let a = TabbyServer::start_on_database(&config, &["--role", "web"], &url);
+    let owner = register_owner(&a, "owner@example.com").await;
+    let worker = TabbyServer::start_on_database(&config, &["--role", "worker"], &url);
+    let b = TabbyServer::start_on_database(&config, &["--role", "web"], &url);
+    let git_url = format!("file://{}", repo.display());
+    let id = gql_ok(
+        &a,
+        Some(&owner.access_token),
+        "mutation($u: String!) { createGitRepository(name: \"shop\", gitUrl: $u) }",
+        json!({"u": git_url}),
+    )
+    .await["createGitRepository"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_until_searchable(
+        &b,
+        &owner.auth_token,
+        json!({"query": "compute_discounted_price"}),
+        "src/pricing.py",
+    )
+    .await;
+    let first = std::fs::read_to_string(shared.join("CURRENT")).unwrap();
+    assert!(
+        !b.root().join("index").join("meta.json").exists(),
+        "replica b searches the snapshot, it has no index of its own"
+    );
+    assert!(
+        worker.stderr().contains("published index snapshot"),
+        "{}",
+        worker.stderr()
+    );
+
+    // A new commit, re-indexed on demand through replica a, reaches b as the next snapshot.
+    std::fs::write(
+        repo.join("src/loyalty.py"),
+        "def compute_loyalty_bonus(points):\n    return points // 10\n",
+    )
+    .unwrap();
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "loyalty"]);
+    let command = format!(
+        r#"{{"SchedulerGitRepository":{{"git_url":{},"source_id":{},"git_refs":[]}}}}"#,
+        json!(git_url),
+        json!(format!("git:{id}"))
+    );
+    let triggered = graphql(
+        &a.url("/graphql"),
+        Some(&owner.access_token),
+        "mutation($c: String!) { triggerJobRun(command: $c) }",
+        json!({"c": command}),
+    )
+    .await;
+    assert!(triggered.get("errors").is_none(), "{triggered}");
+    wait_until_searchable(
+        &b,
+        &owner.auth_token,
+        json!({"query": "compute_loyalty_bonus"}),
+        "src/loyalty.py",
+    )
+    .await;
+    let second = std::fs::read_to_string(shared.join("CURRENT")).unwrap();
+    assert_ne!(first, second, "a new snapshot");
     assert!(!a.stderr().contains("job run") && !b.stderr().contains("job run"));
 }

@@ -117,7 +117,18 @@ impl TabbyServer {
     }
 
     pub fn start_with_env(config: &str, extra: &[&str], env: &[(&str, &str)]) -> TabbyServer {
-        Self::start_on(config, extra, env, test_database())
+        let database_url = test_database();
+        let config = match &database_url {
+            Some(url) => format!("{config}\n[database]\nurl = {url:?}\n"),
+            None => config.to_string(),
+        };
+        Self::start_on(&config, extra, env, database_url)
+    }
+
+    /// Starts `tabby serve EXTRA` on a root of its own whose config (`config`, as given) names
+    /// the PostgreSQL database `database_url`: a replica on another machine.
+    pub fn start_on_database(config: &str, extra: &[&str], database_url: &str) -> TabbyServer {
+        Self::start_on(config, extra, &[], Some(database_url.to_owned()))
     }
 
     /// Starts `tabby serve` with the enterprise layer on the SQLite file, whatever
@@ -133,10 +144,6 @@ impl TabbyServer {
         database_url: Option<String>,
     ) -> TabbyServer {
         let root = tempfile::tempdir().expect("temp dir");
-        let config = match &database_url {
-            Some(url) => format!("{config}\n[database]\nurl = {url:?}\n"),
-            None => config.to_string(),
-        };
         std::fs::write(root.path().join("config.toml"), config).expect("write config");
         let stderr_path = root.path().join("stderr.log");
         let (child, url) = spawn_serve(root.path(), &stderr_path, extra, env);

@@ -38,6 +38,18 @@ pub struct Config {
     pub email: EmailConfig,
     #[serde(default)]
     pub database: DatabaseConfig,
+    #[serde(default)]
+    pub index: IndexConfig,
+}
+
+/// `[index]`: how replicas on several machines share the index.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct IndexConfig {
+    /// A directory all replicas reach (a network volume): processes that write the index
+    /// (`--role worker` or `all`) publish each committed version there as an immutable
+    /// snapshot, and `--role web` replicas search the newest snapshot instead of
+    /// `$TABBY_ROOT/index`. Unset: every process uses `$TABBY_ROOT/index`.
+    pub snapshot_dir: Option<PathBuf>,
 }
 
 /// The environment variable that overrides `[database] url`.
@@ -710,6 +722,14 @@ impl Config {
 
     /// Semantic checks; returns the offending key and a message.
     fn validate(&self) -> Result<(), (String, String)> {
+        if let Some(dir) = &self.index.snapshot_dir
+            && !dir.is_absolute()
+        {
+            return Err((
+                "index.snapshot_dir".into(),
+                "must be an absolute path (a directory every replica mounts)".into(),
+            ));
+        }
         if let Some(url) = &self.database.url
             && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
         {
@@ -914,12 +934,32 @@ mod tests {
     }
 
     #[test]
+    fn index_snapshot_dir_is_an_absolute_path() {
+        assert_eq!(parse("").unwrap().index.snapshot_dir, None);
+        let c = parse("[index]\nsnapshot_dir = \"/mnt/shared/tabby-index\"\n").unwrap();
+        assert_eq!(
+            c.index.snapshot_dir.as_deref(),
+            Some(Path::new("/mnt/shared/tabby-index"))
+        );
+        let err = parse("[index]\nsnapshot_dir = \"shared\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("index.snapshot_dir") && err.contains("absolute"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn the_deployment_example_config_is_valid() {
         let text = include_str!("../../../deploy/config.toml");
         let c = parse(text).unwrap();
         assert!(matches!(c.model.completion, Some(ModelConfig::Http(_))));
         assert!(matches!(c.model.chat, Some(ModelConfig::Http(_))));
-        assert_eq!(c.database.url, None, "the password comes from TABBY_DATABASE_URL");
+        assert_eq!(
+            c.database.url, None,
+            "the password comes from TABBY_DATABASE_URL"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod hash_embedding;
 pub mod meta;
 mod read_directory;
 pub mod repo_files;
+pub mod snapshot;
 mod summary;
 
 pub use code::{CodeIndexer, EmbeddingSetup, RepositoryToIndex, document_id};

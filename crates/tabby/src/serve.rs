@@ -13,8 +13,9 @@ use tabby_common::{
     config::{Config, config_index_to_source_id},
     path::TabbyPaths,
 };
+use tabby_index::snapshot::IndexLocation;
 use tokio::net::TcpListener;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::{
     routes::{self, ApiState, metrics::Metrics, openapi::ApiDoc},
@@ -117,6 +118,10 @@ pub fn build_app(
     layers: Layers,
 ) -> anyhow::Result<App> {
     let ready_search = code_search.clone();
+    let index_location: IndexLocation = code_search
+        .as_ref()
+        .map(|c| c.index().clone())
+        .unwrap_or_else(|| paths.index_dir().into());
     let logger = FileEventLogger::start(paths.events_dir());
     let shared_logger: Arc<dyn EventLogger> = if layers.event_loggers.is_empty() {
         Arc::new(logger.clone())
@@ -195,7 +200,7 @@ pub fn build_app(
         languages: languages.clone(),
         context: context.clone(),
         docs: Some(Arc::new(crate::services::doc::DocSearchService::new(
-            paths.index_dir(),
+            index_location,
         ))),
     });
     let mcp_context = context;
@@ -238,6 +243,42 @@ pub fn build_app(
     })
 }
 
+/// How often the writing process looks for a new commit to publish as a snapshot.
+const SNAPSHOT_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Publishes the index in `index_dir` under `shared` whenever it has a new commit (checked
+/// every [`SNAPSHOT_INTERVAL`]); a failed attempt (a commit landing during the copy, the
+/// volume away) is logged and tried again at the next tick.
+fn spawn_snapshot_publisher(index_dir: PathBuf, shared: PathBuf) {
+    info!("publishing index snapshots to {}", shared.display());
+    tokio::spawn(async move {
+        let mut last_error = String::new();
+        loop {
+            let (index_dir, shared_dir) = (index_dir.clone(), shared.clone());
+            let result = tokio::task::spawn_blocking(move || {
+                tabby_index::snapshot::publish(&index_dir, &shared_dir)
+            })
+            .await;
+            match result {
+                Ok(Ok(Some(version))) => {
+                    info!("published index snapshot {}", version.display());
+                    last_error.clear();
+                }
+                Ok(Ok(None)) => last_error.clear(),
+                Ok(Err(e)) => {
+                    let message = format!("{e:#}");
+                    if message != last_error {
+                        warn!("cannot publish an index snapshot (retrying): {message}");
+                        last_error = message;
+                    }
+                }
+                Err(e) => warn!("the snapshot publisher failed: {e}"),
+            }
+            tokio::time::sleep(SNAPSHOT_INTERVAL).await;
+        }
+    });
+}
+
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let paths = TabbyPaths::from_env();
     ensure_root(&paths)?;
@@ -256,10 +297,20 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .as_ref()
         .map(|e| e.health_flag)
         .or(options.no_webserver.then_some(false));
+    let role = options.role;
+    // A web replica with `[index] snapshot_dir` searches the newest published snapshot;
+    // every other process the index it writes.
+    let index_location = match (&config.index.snapshot_dir, role.runs_jobs()) {
+        (Some(shared), false) => {
+            info!("searching the index snapshots in {}", shared.display());
+            IndexLocation::Snapshots(shared.clone())
+        }
+        _ => IndexLocation::Local(paths.index_dir()),
+    };
     // With the webserver, repositories can be added at run time: search must always exist.
     let code_search = (!config.repositories.is_empty() || enterprise.is_some()).then(|| {
         let mut service = CodeSearchService::new(
-            paths.index_dir(),
+            index_location.clone(),
             embedding.clone(),
             Arc::new(config.language_table()),
         );
@@ -272,7 +323,6 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         Some(e) => (e.layers, Some(e.start_jobs), Some(e.enable_answer)),
         None => (Layers::default(), None, None),
     };
-    let role = options.role;
     let (router, logger) = if role.serves() {
         let app = build_app(&config, &paths, webserver, code_search.clone(), layers)?;
         if let (Some(enable), Some(chat)) = (answer, app.chat_engine.clone()) {
@@ -284,7 +334,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
                         as Arc<dyn tabby_common::api::code::CodeContext>
                 }),
                 doc_search: Arc::new(crate::services::doc::DocSearchService::new(
-                    paths.index_dir(),
+                    index_location.clone(),
                 )),
                 logger: app.event_logger.clone(),
                 config: config.answer.clone(),
@@ -316,6 +366,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             embedding,
         )),
     };
+    // The process that writes the index publishes each commit for web replicas elsewhere.
+    if let (Some(shared), true) = (&config.index.snapshot_dir, role.runs_jobs()) {
+        spawn_snapshot_publisher(paths.index_dir(), shared.clone());
+    }
 
     let addr = format!("{}:{}", options.host, options.port);
     let listener = TcpListener::bind(&addr)

@@ -8,7 +8,7 @@
 //! `author_at` (RFC 3339); ingested `title`, `link`, `doc_id`); each chunk row stores its text
 //! in `chunk_text`.
 
-use std::{collections::HashSet, path::PathBuf};
+use std::collections::HashSet;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -17,6 +17,7 @@ use tabby_common::{
     api::doc::{DocSearch, DocSearchDocument, DocSearchHit},
     index::{IndexSchema, code::search_words, corpus, stored_json},
 };
+use tabby_index::snapshot::IndexLocation;
 use tantivy::{
     Index, TantivyDocument,
     collector::TopDocs,
@@ -25,21 +26,26 @@ use tantivy::{
 };
 
 pub struct DocSearchService {
-    index_dir: PathBuf,
+    index: IndexLocation,
 }
 
 impl DocSearchService {
-    pub fn new(index_dir: PathBuf) -> Self {
-        Self { index_dir }
+    pub fn new(index: impl Into<IndexLocation>) -> Self {
+        Self {
+            index: index.into(),
+        }
     }
 
     /// The source ids of the index (code and docs), distinct and sorted; empty before the
     /// first index exists.
     pub fn source_ids(&self) -> anyhow::Result<Vec<String>> {
-        if !self.index_dir.join("meta.json").exists() {
+        let Some(dir) = self.index.dir() else {
+            return Ok(Vec::new());
+        };
+        if !dir.join("meta.json").exists() {
             return Ok(Vec::new());
         }
-        let index = Index::open_in_dir(&self.index_dir)?;
+        let index = Index::open_in_dir(&dir)?;
         let searcher = index.reader()?.searcher();
         let field = IndexSchema::instance().field_source_id;
         let mut ids = std::collections::BTreeSet::new();
@@ -187,7 +193,9 @@ impl DocSearch for DocSearchService {
         content: &str,
         limit: usize,
     ) -> anyhow::Result<Vec<DocSearchHit>> {
-        let dir = self.index_dir.clone();
+        let Some(dir) = self.index.dir() else {
+            return Ok(Vec::new());
+        };
         let source_ids = source_ids.to_vec();
         let content = content.to_string();
         tokio::task::spawn_blocking(move || search_index(&dir, &source_ids, &content, limit))

@@ -32,7 +32,10 @@ use tabby_common::{
     },
     languages::LanguageTable,
 };
-use tabby_index::meta::{self, CodeCorpusMeta};
+use tabby_index::{
+    meta::{self, CodeCorpusMeta},
+    snapshot::IndexLocation,
+};
 use tabby_inference::Embedding;
 use tantivy::{
     DocAddress, Index, IndexReader, ReloadPolicy, Searcher, TantivyDocument,
@@ -57,6 +60,8 @@ pub struct CodeSearchEmbedding {
 }
 
 struct Loaded {
+    /// The directory it was opened from (a snapshot's changes when a newer one is published).
+    dir: PathBuf,
     reader: IndexReader,
     meta: CodeCorpusMeta,
     /// The metadata file's mtime when `meta` was read; a change means the corpus may differ.
@@ -67,7 +72,7 @@ struct Loaded {
 pub type LegHits = Vec<(f32, DocAddress)>;
 
 pub struct CodeSearchService {
-    index_dir: PathBuf,
+    index: IndexLocation,
     embedding: Option<CodeSearchEmbedding>,
     languages: Arc<LanguageTable>,
     pub query_strategy: QueryStrategy,
@@ -96,12 +101,12 @@ pub struct SearchLegs {
 
 impl CodeSearchService {
     pub fn new(
-        index_dir: PathBuf,
+        index: impl Into<IndexLocation>,
         embedding: Option<CodeSearchEmbedding>,
         languages: Arc<LanguageTable>,
     ) -> Self {
         Self {
-            index_dir,
+            index: index.into(),
             embedding,
             languages,
             query_strategy: QueryStrategy::default(),
@@ -114,6 +119,11 @@ impl CodeSearchService {
             outlines: Default::default(),
             graphs: Default::default(),
         }
+    }
+
+    /// Where this service reads the index.
+    pub fn index(&self) -> &IndexLocation {
+        &self.index
     }
 
     /// The canonical language of a repository path (empty when none is known).
@@ -142,17 +152,19 @@ impl CodeSearchService {
     }
 
     fn loaded(&self) -> Result<Arc<Loaded>, CodeSearchError> {
+        let dir = self.index.dir().ok_or(CodeSearchError::NotReady)?;
         let mut slot = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        let modified = meta::meta_modified(&self.index_dir);
-        if let Some(loaded) = slot.as_ref() {
+        let modified = meta::meta_modified(&dir);
+        if let Some(loaded) = slot.as_ref().filter(|l| l.dir == dir) {
             // The indexer may have rebuilt the corpus with other settings since; only re-read
             // the metadata (this is the completion hot path) when its file changed.
             if modified.is_some() && modified == loaded.meta_modified {
                 return Ok(loaded.clone());
             }
-            match meta::read_meta(&self.index_dir).and_then(|m| m.code) {
+            match meta::read_meta(&dir).and_then(|m| m.code) {
                 Some(meta) if meta == loaded.meta => {
                     let same = Arc::new(Loaded {
+                        dir: dir.clone(),
                         reader: loaded.reader.clone(),
                         meta,
                         meta_modified: modified,
@@ -163,16 +175,18 @@ impl CodeSearchService {
                 _ => *slot = None,
             }
         }
-        let meta = meta::read_meta(&self.index_dir)
+        // Another snapshot (or none loaded yet): searches in flight keep the old reader.
+        let meta = meta::read_meta(&dir)
             .and_then(|m| m.code)
             .ok_or(CodeSearchError::NotReady)?;
-        let index = Index::open_in_dir(&self.index_dir).map_err(|_| CodeSearchError::NotReady)?;
+        let index = Index::open_in_dir(&dir).map_err(|_| CodeSearchError::NotReady)?;
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::OnCommitWithDelay)
             .try_into()
             .map_err(|e: tantivy::TantivyError| CodeSearchError::Other(e.into()))?;
         let loaded = Arc::new(Loaded {
+            dir,
             reader,
             meta,
             meta_modified: modified,
