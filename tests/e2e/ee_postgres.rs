@@ -11,14 +11,33 @@ use crate::{
 };
 
 /// `tabby db migrate-sqlite-to-postgres` with `args`, on `server`'s root.
-fn migrate(server: &TabbyServer, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(tabby_bin())
+/// `TABBY_DATABASE_URL` is `env_url` when given, else unset.
+fn migrate_with(
+    server: &TabbyServer,
+    args: &[&str],
+    env_url: Option<&str>,
+) -> std::process::Output {
+    let mut command = std::process::Command::new(tabby_bin());
+    command
         .args(["db", "migrate-sqlite-to-postgres"])
         .args(args)
         .env("TABBY_ROOT", server.root())
-        .env_remove("TABBY_DATABASE_URL")
-        .output()
-        .expect("run tabby db")
+        .env_remove("TABBY_DATABASE_URL");
+    if let Some(url) = env_url {
+        command.env("TABBY_DATABASE_URL", url);
+    }
+    command.output().expect("run tabby db")
+}
+
+fn migrate(server: &TabbyServer, args: &[&str]) -> std::process::Output {
+    migrate_with(server, args, None)
+}
+
+/// `GET /v1/health` with `auth_token`: its status.
+async fn health(server: &TabbyServer, auth_token: &str) -> u16 {
+    rest(server, "GET", "/v1/health", Some(&bearer(auth_token)), None)
+        .await
+        .0
 }
 
 #[tokio::test]
@@ -39,15 +58,7 @@ async fn ee_postgres_a_sqlite_installation_moves_to_postgres_without_losing_data
         json!({}),
     )
     .await;
-    let (status, _, _) = rest(
-        &server,
-        "GET",
-        "/v1/health",
-        Some(&bearer(&owner.auth_token)),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200);
+    assert_eq!(health(&server, &owner.auth_token).await, 200);
 
     // The copy is refused while the target is no PostgreSQL URL; nothing happens.
     let out = migrate(&server, &["--to", "mysql://a@127.0.0.1/b"]);
@@ -60,12 +71,7 @@ async fn ee_postgres_a_sqlite_installation_moves_to_postgres_without_losing_data
     // Stop the server, copy, and point the config at PostgreSQL (the password stays out of
     // the command line: TABBY_DATABASE_URL).
     assert!(server.terminate().success());
-    let out = std::process::Command::new(tabby_bin())
-        .args(["db", "migrate-sqlite-to-postgres"])
-        .env("TABBY_ROOT", server.root())
-        .env("TABBY_DATABASE_URL", &url)
-        .output()
-        .expect("run tabby db");
+    let out = migrate_with(&server, &[], Some(&url));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(stdout.contains("users: 1 rows"), "{stdout}");
@@ -97,15 +103,7 @@ async fn ee_postgres_a_sqlite_installation_moves_to_postgres_without_losing_data
         signed_in["data"]["tokenAuth"]["accessToken"].is_string(),
         "{signed_in}"
     );
-    let (status, _, _) = rest(
-        &server,
-        "GET",
-        "/v1/health",
-        Some(&bearer(&owner.auth_token)),
-        None,
-    )
-    .await;
-    assert_eq!(status, 200);
+    assert_eq!(health(&server, &owner.auth_token).await, 200);
     let repos = gql_ok(
         &server,
         Some(&owner.access_token),
