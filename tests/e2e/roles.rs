@@ -319,3 +319,62 @@ async fn ee_replicas_on_separate_machines_share_postgres_and_index_snapshots() {
     assert_ne!(first, second, "a new snapshot");
     assert!(!a.stderr().contains("job run") && !b.stderr().contains("job run"));
 }
+
+/// Failed sign-ins for one account count through every replica on the database: spread over
+/// two web replicas, they are limited after as many attempts in total as one replica allows
+/// (10), not twice as many; then both refuse even the right password.
+#[tokio::test]
+async fn ee_failed_sign_ins_for_one_account_are_limited_across_replicas() {
+    let a = TabbyServer::start_with_env("", &["--role", "web"], &[]);
+    register_owner(&a, "owner@example.com").await;
+    let b = a.replica("b", &["--role", "web"], &[]);
+    const TOKEN_AUTH: &str =
+        "mutation($e: String!, $p: String!) { tokenAuth(email: $e, password: $p) { accessToken } }";
+    let urls = [a.url("/graphql"), b.url("/graphql")];
+    poll("replica b to serve", Duration::from_secs(60), || async {
+        client()
+            .get(b.url("/healthz"))
+            .send()
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let mut limited_after = None;
+    for i in 0..25 {
+        let body = graphql(
+            &urls[i % 2],
+            None,
+            TOKEN_AUTH,
+            json!({"e": "owner@example.com", "p": "Wr0ng!pass"}),
+        )
+        .await;
+        let error = &body["errors"][0];
+        if error["extensions"]["code"] == "TOO_MANY_REQUESTS" {
+            limited_after = Some(i);
+            break;
+        }
+        assert_eq!(
+            error["message"], "Invalid email address or password",
+            "{body}"
+        );
+    }
+    assert_eq!(
+        limited_after,
+        Some(10),
+        "limited after 10 failures in total"
+    );
+    for url in &urls {
+        let body = graphql(
+            url,
+            None,
+            TOKEN_AUTH,
+            json!({"e": "owner@example.com", "p": PASSWORD}),
+        )
+        .await;
+        assert_eq!(
+            body["errors"][0]["extensions"]["code"], "TOO_MANY_REQUESTS",
+            "{body}"
+        );
+    }
+}

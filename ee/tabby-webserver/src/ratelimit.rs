@@ -1,4 +1,6 @@
-//! Token buckets keyed by user, e-mail or client address.
+//! Token buckets keyed by user, e-mail or client address: in this process's memory
+//! ([`RateLimiter`]), or in the database, shared by every replica on it
+//! ([`SharedRateLimiter`], for limits an attacker must not multiply by the replica count).
 
 use std::{
     collections::HashMap,
@@ -88,6 +90,74 @@ impl<K: Eq + Hash + Clone> RateLimiter<K> {
     pub fn consume(&self, key: &K) {
         self.with_bucket(key, |tokens| *tokens = (*tokens - 1.0).max(0.0));
     }
+}
+
+/// How often (in calls) a shared limiter removes the buckets idle for an hour.
+const SHARED_SWEEP_EVERY: usize = 1024;
+
+/// A token bucket per key kept in the database's `rate_buckets`, shared by every process on
+/// it: failed sign-ins per account count through all replicas. Each call is one write
+/// transaction, so it is for rare events (sign-ins), not for every request. Keys are stored as
+/// `scope:` and the SHA-256 of the key, so the table holds no e-mail address and no key is
+/// longer than 64 hex digits whatever a client sends.
+pub struct SharedRateLimiter {
+    db: tabby_db::DbConn,
+    scope: &'static str,
+    spec: tabby_db::RateBucketSpec,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl SharedRateLimiter {
+    pub fn new(db: tabby_db::DbConn, scope: &'static str, spec: BucketSpec) -> Self {
+        Self {
+            db,
+            scope,
+            spec: tabby_db::RateBucketSpec {
+                capacity: spec.capacity,
+                initial: spec.initial,
+                per_second: spec.per_second,
+            },
+            calls: Default::default(),
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(key.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}:{hex}", self.scope)
+    }
+
+    /// Takes one token; `false` when the bucket is empty.
+    pub async fn try_acquire(&self, key: &str) -> tabby_db::DbResult<bool> {
+        let now = now_ms();
+        let calls = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if calls % SHARED_SWEEP_EVERY == SHARED_SWEEP_EVERY - 1 {
+            let idle = i64::try_from(IDLE_EVICTION.as_millis()).unwrap_or(i64::MAX);
+            self.db
+                .delete_idle_rate_buckets(now.saturating_sub(idle))
+                .await?;
+        }
+        self.db
+            .take_rate_token(&self.key(key), self.spec, now)
+            .await
+    }
+
+    /// Gives back a token taken by [`try_acquire`](Self::try_acquire).
+    pub async fn refund(&self, key: &str) -> tabby_db::DbResult<()> {
+        self.db
+            .give_rate_token(&self.key(key), self.spec, now_ms())
+            .await
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ const TABLES: &[&str] = &[
     "oauth_credential",
     "password_reset",
     "provided_repositories",
+    "rate_buckets",
     "read_notifications",
     "refresh_tokens",
     "registration_token",
@@ -97,6 +98,16 @@ async fn fill(db: &DbConn) {
         .await
         .unwrap();
     db.create_invitation("c@example.com").await.unwrap();
+    let bucket = crate::RateBucketSpec {
+        capacity: 10.0,
+        initial: 10.0,
+        per_second: 0.1,
+    };
+    assert!(
+        db.take_rate_token("sign-in:a@example.com", bucket, 1_000)
+            .await
+            .unwrap()
+    );
     db.create_refresh_token(user).await.unwrap();
     db.create_password_reset(other).await.unwrap();
     db.update_network_setting("https://tabby.example.com")

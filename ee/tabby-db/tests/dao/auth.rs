@@ -388,3 +388,58 @@ async fn stale_password_resets_are_removed() {
         "a fresh code stays"
     );
 }
+
+/// A shared token bucket: ten failures, then refused, through two connections as two
+/// replicas would hold; a refund gives one back; time refills it; idle buckets are swept.
+#[tokio::test]
+async fn rate_buckets_are_shared_by_every_connection() {
+    let shared = crate::shared_db().await;
+    let (a, b) = (shared.db.clone(), shared.open_again().await);
+    let spec = tabby_db::RateBucketSpec {
+        capacity: 10.0,
+        initial: 10.0,
+        per_second: 1.0 / 30.0,
+    };
+    let key = "sign-in:a@example.com";
+    for i in 0..10 {
+        let db = if i % 2 == 0 { &a } else { &b };
+        assert!(
+            db.take_rate_token(key, spec, 1_000).await.unwrap(),
+            "attempt {i}"
+        );
+    }
+    assert!(!a.take_rate_token(key, spec, 1_000).await.unwrap());
+    assert!(!b.take_rate_token(key, spec, 1_000).await.unwrap());
+    assert!(
+        b.take_rate_token("sign-in:other@example.com", spec, 1_000)
+            .await
+            .unwrap()
+    );
+    a.give_rate_token(key, spec, 1_000).await.unwrap();
+    assert!(
+        b.take_rate_token(key, spec, 1_000).await.unwrap(),
+        "refunded"
+    );
+    assert!(!a.take_rate_token(key, spec, 1_000).await.unwrap());
+    assert!(
+        a.take_rate_token(key, spec, 31_000).await.unwrap(),
+        "30 s refill one"
+    );
+    assert!(!a.take_rate_token(key, spec, 31_000).await.unwrap());
+    // Concurrent takes never hand out more than the bucket holds.
+    let racers: Vec<_> = (0..12)
+        .map(|i| {
+            let db = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move { db.take_rate_token("race", spec, 5_000).await.unwrap() })
+        })
+        .collect();
+    let mut granted = 0;
+    for racer in racers {
+        granted += usize::from(racer.await.unwrap());
+    }
+    assert_eq!(granted, 10);
+    // "other" was last touched at 1 s; the key at 31 s and "race" at 5 s.
+    assert_eq!(a.delete_idle_rate_buckets(4_000).await.unwrap(), 1);
+    assert_eq!(a.delete_idle_rate_buckets(4_000).await.unwrap(), 0);
+    assert_eq!(a.delete_idle_rate_buckets(40_000).await.unwrap(), 2);
+}

@@ -212,7 +212,7 @@ impl LdapService for LdapServiceImpl {
             ));
         }
         let key = format!("ldap:{}", user_id.trim().to_lowercase());
-        self.auth.charge_sign_in(&key, client)?;
+        self.auth.charge_sign_in(&key, client).await?;
         let settings = self.settings(&stored)?;
         let verdict = client::verify(&settings, user_id, password)
             .await
@@ -230,7 +230,7 @@ impl LdapService for LdapServiceImpl {
                 return Err(CoreError::Rejected("Invalid user id or password".into()));
             }
         };
-        self.auth.refund_sign_in(&key, client);
+        self.auth.refund_sign_in(&key, client).await?;
         let id = self.account_for(person).await?;
         self.db.record_external_sign_in(id, METHOD).await?;
         let (access_token, refresh) = self.auth.issue_tokens(id).await?;

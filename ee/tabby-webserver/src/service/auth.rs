@@ -22,7 +22,7 @@ use crate::{
     jwt::JwtKeys,
     mail::{Mailer, templates},
     password,
-    ratelimit::{BucketSpec, RateLimiter},
+    ratelimit::{BucketSpec, RateLimiter, SharedRateLimiter},
 };
 
 /// Failed sign-ins allowed per e-mail address: a burst of 10, then one every 30 s.
@@ -75,7 +75,8 @@ pub struct AuthServiceImpl {
     db: DbConn,
     jwt: Arc<JwtKeys>,
     directory: Arc<Directory>,
-    per_email: RateLimiter<String>,
+    /// Failed sign-ins per account, counted through every replica on the database.
+    per_email: SharedRateLimiter,
     per_client: RateLimiter<IpAddr>,
     register_per_client: RateLimiter<IpAddr>,
     register_per_email: RateLimiter<String>,
@@ -152,6 +153,7 @@ impl AuthServiceImpl {
         directory: Arc<Directory>,
         mailer: Arc<Mailer>,
     ) -> Self {
+        let per_email_db = db.clone();
         Self {
             reset_mail_per_email: RateLimiter::new(RESET_MAIL_PER_EMAIL),
             reset_per_client: RateLimiter::new(RESET_PER_CLIENT),
@@ -159,7 +161,7 @@ impl AuthServiceImpl {
             db,
             jwt,
             directory,
-            per_email: RateLimiter::new(LOGIN_PER_EMAIL),
+            per_email: SharedRateLimiter::new(per_email_db, "sign-in", LOGIN_PER_EMAIL),
             per_client: RateLimiter::new(LOGIN_PER_CLIENT),
             register_per_client: RateLimiter::new(REGISTER_PER_CLIENT),
             register_per_email: RateLimiter::new(REGISTER_PER_EMAIL),
@@ -171,7 +173,7 @@ impl AuthServiceImpl {
     /// Charges a sign-in attempt for `key` (an e-mail, or `ldap:<user id>`) and the client
     /// address: before the credential is checked, and refunded on success, so concurrent
     /// attempts cannot all pass the check before any failure is counted.
-    pub(crate) fn charge_sign_in(&self, key: &str, client: Option<IpAddr>) -> Result<()> {
+    pub(crate) async fn charge_sign_in(&self, key: &str, client: Option<IpAddr>) -> Result<()> {
         let too_many = || {
             CoreError::TooManyRequests("Too many failed sign-in attempts; try again later".into())
         };
@@ -182,20 +184,23 @@ impl AuthServiceImpl {
         {
             return Err(too_many());
         }
-        if !self.per_email.try_acquire(&key.to_owned()) {
+        let allowed = self.per_email.try_acquire(key).await;
+        if !matches!(allowed, Ok(true)) {
             if let Some(ip) = client {
                 self.per_client.refund(&ip);
             }
+            allowed?;
             return Err(too_many());
         }
         Ok(())
     }
 
-    pub(crate) fn refund_sign_in(&self, key: &str, client: Option<IpAddr>) {
-        self.per_email.refund(&key.to_owned());
+    pub(crate) async fn refund_sign_in(&self, key: &str, client: Option<IpAddr>) -> Result<()> {
         if let Some(ip) = client {
             self.per_client.refund(&ip);
         }
+        self.per_email.refund(key).await?;
+        Ok(())
     }
 
     pub(crate) async fn issue_tokens(
@@ -445,8 +450,7 @@ impl AuthenticationService for AuthServiceImpl {
             ));
         }
         let email_key = email.trim().to_lowercase();
-        self.charge_sign_in(&email_key, client)?;
-        let refund = || self.refund_sign_in(&email_key, client);
+        self.charge_sign_in(&email_key, client).await?;
         let user = self.db.get_user_by_email(email.trim()).await?;
         let hash = match user.as_ref().and_then(|u| u.password_encrypted.clone()) {
             Some(hash) => hash,
@@ -462,7 +466,7 @@ impl AuthenticationService for AuthServiceImpl {
                 "Invalid email address or password".into(),
             ));
         };
-        refund();
+        self.refund_sign_in(&email_key, client).await?;
         if !user.active {
             return Err(CoreError::Rejected("User is disabled".into()));
         }
