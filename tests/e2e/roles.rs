@@ -238,7 +238,8 @@ async fn ee_job_triggers_through_two_replicas_at_once_each_run_once() {
 /// Three roots, as three machines, that share only one PostgreSQL database and one snapshot
 /// directory (`[index] snapshot_dir`): two web replicas and a worker. A repository added
 /// through replica A is indexed by the worker, published as a snapshot, and searchable through
-/// replica B, which never indexes; a new commit, re-indexed, reaches B as the next snapshot.
+/// replica B, which never indexes; a new commit, re-indexed, reaches B as the next snapshot,
+/// and B greps the repository's files.
 /// Needs `TABBY_TEST_POSTGRES_URL` (separate roots cannot share a SQLite file).
 #[tokio::test]
 async fn ee_replicas_on_separate_machines_share_postgres_and_index_snapshots() {
@@ -317,6 +318,20 @@ async fn ee_replicas_on_separate_machines_share_postgres_and_index_snapshots() {
     .await;
     let second = std::fs::read_to_string(shared.join("CURRENT")).unwrap();
     assert_ne!(first, second, "a new snapshot");
+    // The files themselves are readable on b (a local repository is read in place; remote
+    // ones from the mirrors the worker keeps in the shared directory).
+    let grep = gql_ok(
+        &b,
+        Some(&owner.access_token),
+        "query($id: ID!) { repositoryGrep(kind: GIT, id: $id, query: \"compute_loyalty_bonus\") { files { path } } }",
+        json!({"id": id}),
+    )
+    .await;
+    assert_eq!(
+        grep["repositoryGrep"]["files"][0]["path"], "src/loyalty.py",
+        "{grep}"
+    );
+
     assert!(!a.stderr().contains("job run") && !b.stderr().contains("job run"));
 }
 

@@ -48,8 +48,21 @@ pub struct IndexConfig {
     /// A directory all replicas reach (a network volume): processes that write the index
     /// (`--role worker` or `all`) publish each committed version there as an immutable
     /// snapshot, and `--role web` replicas search the newest snapshot instead of
-    /// `$TABBY_ROOT/index`. Unset: every process uses `$TABBY_ROOT/index`.
+    /// `$TABBY_ROOT/index`. The repository mirrors live there too (`repositories/`), so that
+    /// every replica reads the files the worker synced. Unset: every process uses
+    /// `$TABBY_ROOT/index` and `$TABBY_ROOT/repositories`.
     pub snapshot_dir: Option<PathBuf>,
+}
+
+impl Config {
+    /// Where the repository mirrors are: under `[index] snapshot_dir` when replicas share
+    /// one, else `$TABBY_ROOT/repositories`.
+    pub fn repositories_dir(&self, paths: &crate::path::TabbyPaths) -> PathBuf {
+        match &self.index.snapshot_dir {
+            Some(shared) => shared.join("repositories"),
+            None => paths.repositories_dir(),
+        }
+    }
 }
 
 /// The environment variable that overrides `[database] url`.
@@ -940,6 +953,15 @@ mod tests {
         assert_eq!(
             c.index.snapshot_dir.as_deref(),
             Some(Path::new("/mnt/shared/tabby-index"))
+        );
+        let paths = crate::path::TabbyPaths::new("/root/.tabby");
+        assert_eq!(
+            c.repositories_dir(&paths),
+            Path::new("/mnt/shared/tabby-index/repositories")
+        );
+        assert_eq!(
+            parse("").unwrap().repositories_dir(&paths),
+            Path::new("/root/.tabby/repositories")
         );
         let err = parse("[index]\nsnapshot_dir = \"shared\"\n")
             .unwrap_err()

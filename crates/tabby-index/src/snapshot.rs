@@ -136,6 +136,16 @@ fn is_version_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+/// `<13 digits>-<hex>`: a name [`publish`] gives a version.
+fn is_published_name(name: &str) -> bool {
+    name.split_once('-').is_some_and(|(millis, fingerprint)| {
+        millis.len() == 13
+            && millis.bytes().all(|b| b.is_ascii_digit())
+            && !fingerprint.is_empty()
+            && fingerprint.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
 /// The file-name stems (segment ids, 32 hex digits) of the segments a `meta.json` lists.
 fn segment_files(meta: &[u8]) -> anyhow::Result<HashSet<String>> {
     let meta: serde_json::Value =
@@ -190,6 +200,10 @@ fn prune(snapshot_dir: &Path, newest: &str, keep_at_least: Duration) -> anyhow::
         let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
             continue;
         };
+        // Only what publishing made: the directory may hold other things (the mirrors).
+        if !is_published_name(name.trim_start_matches(".tmp-")) {
+            continue;
+        }
         let modified = entry
             .metadata()
             .and_then(|m| m.modified())
@@ -331,10 +345,13 @@ mod tests {
             std::fs::create_dir(shared.join(name)).unwrap();
         }
         std::fs::create_dir(shared.join(".tmp-0000000000009-abc")).unwrap();
+        // Not made by publishing (one sorts after the versions, one before): never pruned.
+        std::fs::create_dir(shared.join("repositories")).unwrap();
+        std::fs::create_dir(shared.join("000-other")).unwrap();
         prune(shared, &names[5], Duration::from_secs(3600)).unwrap();
         assert_eq!(
             std::fs::read_dir(shared).unwrap().count(),
-            7,
+            9,
             "all too young"
         );
         prune(shared, &names[5], Duration::ZERO).unwrap();
@@ -343,6 +360,12 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left, names[2..].to_vec(), "the newest and KEEP more");
+        let mut expected = vec!["000-other".to_string()];
+        expected.extend(names[2..].iter().cloned());
+        expected.push("repositories".into());
+        assert_eq!(
+            left, expected,
+            "the newest, KEEP more, and what publishing did not make"
+        );
     }
 }

@@ -140,7 +140,7 @@ pub async fn index_configured(
     let mut summaries = Vec::new();
     for repo in &selected {
         match indexer
-            .index_repository(repo, &paths.repositories_dir(), progress)
+            .index_repository(repo, &config.repositories_dir(paths), progress)
             .await
         {
             Ok(summary) => summaries.push(summary),

@@ -162,7 +162,7 @@ pub fn build_app(
             .collect(),
     };
     let files = Arc::new(tabby_index::repo_files::RepoFiles::new(
-        paths.repositories_dir(),
+        config.repositories_dir(paths),
     ));
     let context = code_search.clone().map(|code_search| {
         Arc::new(crate::services::context::ContextService {
@@ -315,7 +315,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             Arc::new(config.language_table()),
         );
         service.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
-            paths.repositories_dir(),
+            config.repositories_dir(&paths),
         )));
         Arc::new(service)
     });
@@ -465,7 +465,7 @@ async fn start_enterprise(
         db_path: paths.ee_db_file(),
         database_url: config.database.url.clone(),
         jobs_dir: paths.ee_dir().join("jobs"),
-        repositories_dir: paths.repositories_dir(),
+        repositories_dir: config.repositories_dir(paths),
         config_repositories,
         security: config.security.clone(),
         email: config.email.clone(),
@@ -494,12 +494,13 @@ async fn start_enterprise(
         start_jobs: Box::new({
             let server = server.clone();
             let paths = paths.clone();
+            let repositories_dir = config.repositories_dir(&paths);
             let languages = config.language_table();
             let max_input_bytes = config.embedding.max_input_length;
             move |embedding: Option<CodeSearchEmbedding>| {
                 server.start_jobs(tabby_webserver::job::JobDeps {
                     index_dir: paths.index_dir(),
-                    repositories_dir: paths.repositories_dir(),
+                    repositories_dir,
                     embedding: embedding.map(|e| tabby_index::EmbeddingSetup {
                         model: e.model,
                         model_id: e.model_id,
