@@ -116,24 +116,16 @@ pub fn publish(index_dir: &Path, snapshot_dir: &Path) -> anyhow::Result<Option<P
     Ok(Some(published))
 }
 
-/// The newest published version's directory, if `CURRENT` names one that exists. A name
-/// with a path separator or a leading dot is refused: `CURRENT` only ever names a direct child.
+/// The newest published version's directory, if `CURRENT` names one that exists. Only a name
+/// of the form publishing gives is followed, so `CURRENT` only ever names a direct child.
 pub fn current(snapshot_dir: &Path) -> Option<PathBuf> {
     let name = std::fs::read_to_string(snapshot_dir.join(CURRENT)).ok()?;
     let name = name.trim();
-    if !is_version_name(name) {
+    if !is_published_name(name) {
         return None;
     }
     let dir = snapshot_dir.join(name);
     dir.join(TANTIVY_META).is_file().then_some(dir)
-}
-
-fn is_version_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// `<13 digits>-<hex>`: a name [`publish`] gives a version.
@@ -323,16 +315,27 @@ mod tests {
     fn current_names_only_a_published_child() {
         let tmp = tempfile::tempdir().unwrap();
         let shared = tmp.path();
+        let version = tmp.path().join("0000000000001-abc");
         let outside = tmp.path().join("outside");
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join(TANTIVY_META), "{}").unwrap();
-        for bad in ["../outside", "/etc", ".tmp-1", "", "a/b"] {
+        for dir in [&version, &outside] {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join(TANTIVY_META), "{}").unwrap();
+        }
+        for bad in [
+            "../outside",
+            "outside",
+            "/etc",
+            ".tmp-0000000000001-abc",
+            "",
+            "a/b",
+            "0000000000001-abc/../outside",
+        ] {
             std::fs::write(shared.join(CURRENT), bad).unwrap();
             assert!(current(shared).is_none(), "{bad:?}");
         }
-        std::fs::write(shared.join(CURRENT), "outside\n").unwrap();
-        assert_eq!(current(shared), Some(outside));
-        std::fs::write(shared.join(CURRENT), "missing").unwrap();
+        std::fs::write(shared.join(CURRENT), "0000000000001-abc\n").unwrap();
+        assert_eq!(current(shared), Some(version));
+        std::fs::write(shared.join(CURRENT), "0000000000002-abc").unwrap();
         assert!(current(shared).is_none());
     }
 

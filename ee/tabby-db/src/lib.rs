@@ -275,23 +275,8 @@ impl DbConn {
     }
 
     async fn new_test_postgres(server: &str) -> DbResult<Self> {
-        let name = format!("tabby_test_{}", random_hex());
-        let admin = PgPoolOptions::new()
-            .max_connections(1)
-            .connect_with(PgConnectOptions::from_str(server)?)
-            .await?;
-        // The name is ours (hex digits), never user input.
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
-            .await?;
-        admin.close().await;
-        let url = pg_options(server)?.database(&name);
-        let pool = PgPoolOptions::new()
-            .max_connections(4)
-            .acquire_timeout(BUSY_TIMEOUT)
-            .connect_with(url)
-            .await?;
-        Self::init(Pool::Postgres(pool)).await
+        let url = create_test_postgres_database(server).await?;
+        Self::connect_postgres_with(&url, 4).await
     }
 
     async fn init(pool: Pool) -> DbResult<Self> {
@@ -338,6 +323,29 @@ impl DbConn {
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await)
     }
+}
+
+/// Creates an empty database on the PostgreSQL server `server` (a URL ending in `/DATABASE`,
+/// the one to connect to for `CREATE DATABASE`) and returns its URL (for tests: each gets a
+/// database of its own, left for the server's owner to drop).
+pub async fn create_test_postgres_database(server: &str) -> DbResult<String> {
+    let name = format!("tabby_test_{}", random_hex());
+    let admin = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(PgConnectOptions::from_str(server)?)
+        .await?;
+    // The name is ours (hex digits), never user input.
+    let created = sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await;
+    admin.close().await;
+    created?;
+    let (path, query) = match server.split_once('?') {
+        Some((path, query)) => (path, format!("?{query}")),
+        None => (server, String::new()),
+    };
+    let base = path.rsplit_once('/').map_or(path, |(base, _)| base);
+    Ok(format!("{base}/{name}{query}"))
 }
 
 /// Connection options for `url`, with the session in UTC (so that `DATE(created_at)` is the

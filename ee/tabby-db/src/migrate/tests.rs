@@ -74,14 +74,21 @@ async fn schema(pool: &SqlitePool) -> BTreeMap<String, Option<String>> {
     .collect()
 }
 
-async fn row_counts(pool: &SqlitePool) -> BTreeMap<String, i64> {
+/// Rows per table, on either engine.
+async fn row_counts(db: &DbConn) -> BTreeMap<String, i64> {
+    let names = match &db.pool {
+        Pool::Sqlite(pool) => tables(pool).await,
+        Pool::Postgres(pool) => postgres_shape(pool).await.columns.into_keys().collect(),
+    };
     let mut counts = BTreeMap::new();
-    for table in tables(pool).await {
-        let count: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
+    for table in names {
+        let sql = format!("SELECT COUNT(*) FROM {table}");
+        let count: i64 = on_pool!(db, pool => {
+            sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
                 .fetch_one(pool)
                 .await
-                .unwrap();
+                .unwrap()
+        });
         counts.insert(table, count);
     }
     counts
@@ -222,7 +229,7 @@ async fn migrations_create_every_table_from_empty() {
     let db = DbConn::new_sqlite_in_memory().await.unwrap();
     assert_eq!(tables(db.sqlite_pool()).await, TABLES);
     assert!(pending_versions(db.sqlite_pool()).await.unwrap().is_empty());
-    let counts = row_counts(db.sqlite_pool()).await;
+    let counts = row_counts(&db).await;
     assert_eq!(counts["registration_token"], 1, "seeded at init");
     assert_eq!(counts["server_setting"], 1, "seeded by its migration");
 }
@@ -245,7 +252,7 @@ async fn every_migration_reverts_and_reapplies_on_a_database_with_data() {
     let pool = db.sqlite_pool();
     let full_schema = schema(pool).await;
     fill(&db).await;
-    let full_counts = row_counts(pool).await;
+    let full_counts = row_counts(&db).await;
     assert!(full_counts.values().all(|&n| n > 0), "{full_counts:?}");
 
     // Which tables each migration owns, learned by reverting them one at a time.
@@ -264,7 +271,7 @@ async fn every_migration_reverts_and_reapplies_on_a_database_with_data() {
         owned_by_later.extend(dropped.into_iter().cloned());
 
         // Tables of earlier migrations keep their rows.
-        let counts = row_counts(pool).await;
+        let counts = row_counts(&db).await;
         for (table, count) in &counts {
             assert_eq!(
                 full_counts[table], *count,
@@ -280,7 +287,7 @@ async fn every_migration_reverts_and_reapplies_on_a_database_with_data() {
             full_schema,
             "after re-applying {version}"
         );
-        for (table, count) in row_counts(pool).await {
+        for (table, count) in row_counts(&db).await {
             if !owned_by_later.contains(&table) {
                 assert_eq!(full_counts[&table], count, "{table} after re-applying");
             }
@@ -451,19 +458,6 @@ async fn postgres_shape(pool: &PgPool) -> Shape {
     Shape { columns, indexes }
 }
 
-async fn postgres_row_counts(pool: &PgPool) -> BTreeMap<String, i64> {
-    let mut counts = BTreeMap::new();
-    for table in postgres_shape(pool).await.columns.into_keys() {
-        let count: i64 =
-            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT COUNT(*) FROM {table}")))
-                .fetch_one(pool)
-                .await
-                .unwrap();
-        counts.insert(table, count);
-    }
-    counts
-}
-
 /// Both schemas step by step: from the full schema down to empty, one migration at a time,
 /// and back up, on databases that hold data written through the DAOs (which also runs every
 /// DAO write on PostgreSQL). Needs a server: without `TABBY_TEST_POSTGRES_URL` it says so and
@@ -485,9 +479,9 @@ async fn postgres_schema_matches_sqlite_after_every_migration_down_and_up() {
     let full = sqlite_shape(lite_pool).await;
     assert_eq!(postgres_shape(pg_pool).await, full);
     assert_eq!(full.columns.len(), TABLES.len());
-    let full_counts = postgres_row_counts(pg_pool).await;
+    let full_counts = row_counts(&pg).await;
     assert!(full_counts.values().all(|&n| n > 0), "{full_counts:?}");
-    assert_eq!(full_counts, row_counts(lite_pool).await);
+    assert_eq!(full_counts, row_counts(&lite).await);
 
     for &version in versions().iter().rev() {
         MIGRATOR.undo(lite_pool, version - 1).await.unwrap();
@@ -498,7 +492,7 @@ async fn postgres_schema_matches_sqlite_after_every_migration_down_and_up() {
             shape,
             "after reverting {version}"
         );
-        for (table, count) in postgres_row_counts(pg_pool).await {
+        for (table, count) in row_counts(&pg).await {
             assert_eq!(
                 full_counts[&table], count,
                 "{table} after reverting {version}"
@@ -526,11 +520,8 @@ async fn a_sqlite_database_copies_into_postgres_row_for_row() {
     fill(&lite).await;
     let pg = DbConn::new_test_postgres(&server).await.unwrap();
     let copied = lite.copy_into_postgres(&pg).await.unwrap();
-    let lite_counts = row_counts(lite.sqlite_pool()).await;
-    let Pool::Postgres(pg_pool) = &pg.pool else {
-        unreachable!()
-    };
-    assert_eq!(postgres_row_counts(pg_pool).await, lite_counts);
+    let lite_counts = row_counts(&lite).await;
+    assert_eq!(row_counts(&pg).await, lite_counts);
     assert_eq!(
         copied.iter().cloned().collect::<BTreeMap<_, _>>(),
         lite_counts

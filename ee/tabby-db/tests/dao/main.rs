@@ -35,15 +35,9 @@ enum Raw {
 
 pub(crate) async fn shared_db() -> SharedDb {
     if let Ok(server) = std::env::var(TEST_POSTGRES_URL_VAR) {
-        let admin = PgPool::connect(&server).await.unwrap();
-        let name = format!("tabby_dao_{}", uuid_hex());
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&admin)
+        let location = tabby_db::create_test_postgres_database(&server)
             .await
             .unwrap();
-        admin.close().await;
-        let (base, _) = server.rsplit_once('/').unwrap();
-        let location = format!("{base}/{name}");
         let db = DbConn::connect_postgres(&location).await.unwrap();
         let raw = PgPoolOptions::new()
             .max_connections(1)
@@ -104,21 +98,6 @@ impl SharedDb {
     pub async fn open_again(&self) -> DbConn {
         DbConn::connect(&self.location).await.unwrap()
     }
-}
-
-fn uuid_hex() -> String {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!(
-        "{}_{}_{}",
-        std::process::id(),
-        nanos,
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    )
 }
 
 async fn db() -> DbConn {
