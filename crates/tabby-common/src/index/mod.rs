@@ -14,6 +14,7 @@
 //! `chunk_attributes`: indexed there it became one raw term per chunk, which no query reads
 //! and whose term dictionary took a fifth of a cold index's CPU.
 
+pub mod chunk_side;
 pub mod code;
 pub mod stem;
 
@@ -34,7 +35,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 10;
+pub const SCHEMA_VERSION: u32 = 11;
 
 pub struct IndexSchema {
     pub schema: Schema,
@@ -54,6 +55,9 @@ pub struct IndexSchema {
     /// Words of the names of the definitions a code chunk starts or lies in (tags).
     pub field_chunk_symbols: Field,
     pub field_chunk_embedding_bits: Field,
+    /// A code chunk's `chunk_side::ChunkSide` (its definition's name, head, length and path
+    /// words), encoded, for the learned ranker.
+    pub field_chunk_side: Field,
     /// 1 on the chunks of test files (`code::is_test_path`), for the tuned BM25 leg's penalty.
     pub field_chunk_in_test: Field,
     /// 1 on the code chunks in which a definition (tags) starts, for the tuned BM25 leg.
@@ -115,6 +119,8 @@ impl IndexSchema {
         let field_chunk_symbols = builder.add_text_field("chunk_symbols", words);
         let field_chunk_embedding_bits =
             builder.add_bytes_field("chunk_embedding_bits", BytesOptions::default().set_fast());
+        let field_chunk_side =
+            builder.add_bytes_field("chunk_side", BytesOptions::default().set_fast());
         let field_chunk_in_test = builder.add_u64_field("chunk_in_test", FAST);
         let field_chunk_defines = builder.add_u64_field("chunk_defines", FAST);
         let field_file_source = builder.add_text_field("file_source", STRING);
@@ -134,6 +140,7 @@ impl IndexSchema {
             field_chunk_words,
             field_chunk_symbols,
             field_chunk_embedding_bits,
+            field_chunk_side,
             field_chunk_in_test,
             field_chunk_defines,
             field_file_source,

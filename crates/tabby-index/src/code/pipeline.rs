@@ -20,6 +20,7 @@ use serde_json::json;
 use tabby_common::{
     index::{
         IndexSchema,
+        chunk_side::ChunkSide,
         code::{CodeOrigin, fields, is_test_path, search_words, tokenize_code},
         corpus,
     },
@@ -405,6 +406,10 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
             doc.add_text(schema.field_chunk_symbols, word);
         }
         doc.add_u64(schema.field_chunk_in_test, in_test);
+        doc.add_bytes(
+            schema.field_chunk_side,
+            &ChunkSide::new(&chunk.body, &file.rel).encode(),
+        );
         doc.add_u64(
             schema.field_chunk_defines,
             u64::from(chunk_defines(&definitions, chunk)),
