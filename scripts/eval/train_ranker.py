@@ -4,6 +4,7 @@ features that `tabby eval --features-out` wrote for generated sets, and writes t
 
 Usage:
   scripts/eval/train_ranker.py SETS_DIR OUT.json [--refine] [--cap N] [--collect TABBY]
+                                [--objective r10+mrr|mrr] [--code-weights-from RANKER.json]
   scripts/eval/train_ranker.py SETS_DIR --evaluate RANKER.json [--cap N]   (no training)
     SETS_DIR/splits.tsv names each set's split (scripts/eval/training_sets.py writes it);
     SETS_DIR/<set>/features.jsonl holds its candidates. Only `train` sets are fitted on; the
@@ -116,6 +117,9 @@ def fit_softmax(queries, dim, fixed_zero, max_candidates, i_rrf):
     return w
 
 
+OBJECTIVE = 'r10+mrr'
+
+
 def refine(w, sets, fixed_zero, rounds=REFINE_ROUNDS):
     """Coordinate ascent from `w` on the metric itself: the mean over training sets of
     Recall@10 + MRR@10 (with the cap of two hits per file), each weight tried at a grid of
@@ -124,7 +128,7 @@ def refine(w, sets, fixed_zero, rounds=REFINE_ROUNDS):
         total = 0.0
         for qs in sets:
             r, m = metrics(qs, lambda c: dot(w, c['x']))
-            total += r + m
+            total += m if OBJECTIVE == 'mrr' else r + m
         return total / max(1, len(sets))
     best = objective(w)
     print(f'  refine: start {best:.4f}', file=sys.stderr)
@@ -178,13 +182,20 @@ def main():
     ap.add_argument('--refine', action='store_true',
                     help='then coordinate ascent on Recall@10 + MRR@10 of the training sets')
     ap.add_argument('--collect', metavar='TABBY', help='the tabby binary to write features with')
+    ap.add_argument('--objective', choices=('r10+mrr', 'mrr'), default='r10+mrr',
+                    help='what --refine raises: Recall@10 + MRR@10 (default) or MRR@10 alone')
+    ap.add_argument('--code-weights-from', metavar='RANKER',
+                    help="keep this ranker's code weights (0 for features it does not name) "
+                         "instead of fitting them: what linear-v2 does, because the end-to-end "
+                         "completion eval preferred linear-v1's order for code queries")
     ap.add_argument('--evaluate', metavar='RANKER',
                     help='only print the table for this ranker file (no training, nothing written)')
     args = ap.parse_args()
     if not args.out and not args.evaluate:
         ap.error('give OUT.json, or --evaluate RANKER.json')
-    global CAP
+    global CAP, OBJECTIVE
     CAP = args.cap or 1 << 30
+    OBJECTIVE = args.objective
     splits = read_splits(args.sets_dir)
     if args.collect:
         for name in sorted(splits):
@@ -221,7 +232,15 @@ def main():
         if given['features'] != names:
             sys.exit(f'{args.evaluate} names other features than the collected ones')
         weights = given['weights']
+    kept = None
+    if args.code_weights_from and not args.evaluate:
+        given = json.load(open(args.code_weights_from))
+        by_name = dict(zip(given['features'], given['weights']['code']))
+        weights['code'] = [round(by_name.get(n, 0.0), 5) for n in names]
+        kept = dict(file=os.path.basename(args.code_weights_from), version=given['version'])
     for kind in ('code', 'nl') if not args.evaluate else ():
+        if kind in weights:
+            continue
         train = [q for n, qs in data.items() if splits[n]['split'] == 'train'
                  for q in qs if q['ranker_kind'] == kind]
         print(f'{kind}: {len(train)} training queries', file=sys.stderr)
@@ -266,8 +285,8 @@ def main():
         trained_with=dict(script='scripts/eval/train_ranker.py',
                           sets=sorted(n for n in data if splits[n]['split'] == 'train'),
                           queries=trained_on, epochs=EPOCHS, l2=L2, loss='softmax',
-                          refine=args.refine, cap=args.cap,
-                          candidates=MAX_CANDIDATES),
+                          refine=args.refine, cap=args.cap, objective=args.objective,
+                          candidates=MAX_CANDIDATES, code_weights_from=kept),
     )
     with open(args.out, 'w') as f:
         json.dump(out, f, indent=1)

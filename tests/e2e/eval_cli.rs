@@ -545,15 +545,25 @@ fn eval_generate_builds_a_set_in_every_language_with_tags() {
         ],
     );
     assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("ranker: linear-v1"), "{stdout}");
+    assert!(stdout.contains("ranker: linear-v2"), "{stdout}");
     assert_eq!(table_row(&stdout, "| service | nl |")[0], 6.0);
     assert_eq!(table_row(&stdout, "| service | completion |")[0], 5.0);
     let rows = read_results(&features);
     assert_eq!(rows.len(), queries.len());
     for row in &rows {
         let names = row["features"].as_array().unwrap();
+        assert!(
+            names.iter().any(|n| n == "module_named"),
+            "content features: {row}"
+        );
         for c in row["candidates"].as_array().unwrap() {
             assert_eq!(c["x"].as_array().unwrap().len(), names.len(), "{row}");
+            // Each candidate names its chunk, so features can be studied against its text.
+            assert!(
+                c["filepath"].is_string() && c["start_line"].as_u64() >= Some(1),
+                "{c}"
+            );
+            assert!(c["end_line"].as_u64() >= c["start_line"].as_u64(), "{c}");
         }
     }
     assert!(

@@ -698,8 +698,16 @@ fn write_features(
     query: &EvalQuery,
     legs: &crate::services::code::SearchLegs,
 ) -> anyhow::Result<()> {
-    use crate::services::code::ranker;
-    let mut candidates = ranker::candidates(&legs.searcher, &legs.bm25, &legs.embedding);
+    use crate::services::code::{content, ranker};
+    let mut candidates = ranker::candidates(
+        &legs.searcher,
+        &legs.bm25,
+        &legs.embedding,
+        Some(ranker::Content {
+            query: &legs.text,
+            chunks: &content::ChunkSides::default(),
+        }),
+    );
     candidates.sort_by_key(|c| c.address);
     let rows: Vec<_> = candidates
         .iter()
@@ -709,6 +717,9 @@ fn write_features(
             let relevant = recall_in(query, std::slice::from_ref(&range)) > 0.0;
             Some(json!({
                 "file": doc.file_id,
+                "filepath": range.filepath,
+                "start_line": range.start_line,
+                "end_line": range.end_line,
                 "relevant": relevant,
                 "x": c.features,
             }))

@@ -67,14 +67,14 @@ pub struct SegmentCache<K, V> {
 }
 
 impl<K: std::hash::Hash + Eq, V> SegmentCache<K, V> {
-    fn new(max_entries: usize) -> Self {
+    pub(super) fn new(max_entries: usize) -> Self {
         SegmentCache {
             entries: Mutex::default(),
             max_entries,
         }
     }
 
-    fn get_or_build(
+    pub(super) fn get_or_build(
         &self,
         segment: &SegmentReader,
         key: K,

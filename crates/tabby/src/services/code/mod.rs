@@ -3,6 +3,7 @@
 //! (`ranker.rs`; Reciprocal Rank Fusion for the upstream strategy), capped per file
 //! and thresholded.
 
+pub(crate) mod content;
 mod generation_cache;
 mod hamming;
 mod import_search;
@@ -81,6 +82,9 @@ pub struct CodeSearchService {
     loaded: Mutex<Option<Arc<Loaded>>>,
     bits: Arc<BitsCache>,
     filter_docs: Arc<FilterCache>,
+    /// What the ranker reads from each chunk's stored document (its name, head and path),
+    /// read once per chunk.
+    pub(crate) chunk_sides: Arc<content::ChunkSides>,
     /// Where files are read as the repository has them (the import header and outlines); None:
     /// as indexed.
     pub files: Option<Arc<tabby_index::repo_files::RepoFiles>>,
@@ -97,6 +101,8 @@ pub struct SearchLegs {
     /// Whether the embedding leg ran (an embedding model matching the index exists).
     pub has_embedding: bool,
     pub kind: QueryKind,
+    /// The query's words and identifiers, which the ranker's content features read.
+    pub text: content::QueryText,
 }
 
 impl CodeSearchService {
@@ -114,6 +120,7 @@ impl CodeSearchService {
             loaded: Mutex::new(None),
             bits: Arc::new(BitsCache::default()),
             filter_docs: Arc::default(),
+            chunk_sides: Arc::default(),
             files: None,
             paths: Default::default(),
             outlines: Default::default(),
@@ -215,6 +222,7 @@ impl CodeSearchService {
             .collect();
         self.bits.retain(&live);
         self.filter_docs.retain(&live);
+        self.chunk_sides.retain(&live);
         // The same matches as `code_search_filter`, with the positive part served from the
         // per-segment filter cache.
         let filters = || {
@@ -306,6 +314,7 @@ impl CodeSearchService {
             embedding: embedding_hits,
             has_embedding,
             kind: QueryKind::of(&query.content, query.filepath.as_deref()),
+            text: content::QueryText::new(&query.content),
         })
     }
 
@@ -590,9 +599,14 @@ impl CodeSearchService {
     /// plain RRF for upstream's (or when no ranker is set).
     pub fn fuse(&self, legs: &SearchLegs) -> Vec<Fused> {
         match (&self.ranker, self.query_strategy) {
-            (Some(ranker), QueryStrategy::Tuned) => {
-                ranker.rank(legs.kind, &legs.searcher, &legs.bm25, &legs.embedding)
-            }
+            (Some(ranker), QueryStrategy::Tuned) => ranker.rank(
+                legs.kind,
+                &legs.searcher,
+                &legs.bm25,
+                &legs.embedding,
+                &legs.text,
+                &self.chunk_sides,
+            ),
             _ => self.fuse_rrf(legs),
         }
     }

@@ -1,7 +1,9 @@
 //! The learned ranker: orders the union of both legs' candidates by a linear score over
-//! features that cost next to nothing at query time (each leg's score and rank, the chunk's
-//! test and definition flags). One weight vector per kind of query: code (an editor's prefix: several
-//! lines, or a file being edited) and natural language (a question, a task).
+//! features that are cheap at query time: each leg's score and rank, the chunk's test and
+//! definition flags, and how the chunk's own words, definition name and path meet the query's
+//! (`content`, read from the stored chunk). One weight vector per kind of query: code (an
+//! editor's prefix: several lines, or a file being edited) and natural language (a question, a
+//! task).
 //!
 //! The weights are a small versioned JSON file trained by `scripts/eval/train_ranker.py` on
 //! sets generated from registry packages (`scripts/eval/training_sets.py`), none of them
@@ -18,7 +20,7 @@ use serde::Deserialize;
 use tabby_common::api::code::CodeSearchScores;
 use tantivy::{DocAddress, Searcher};
 
-use super::{Fused, LegHits, RRF_K, RowColumns};
+use super::{Fused, LegHits, RRF_K, RowColumns, content};
 
 /// The features, in the order the weights are given. A ranker file names them; one trained on
 /// another list is refused.
@@ -37,8 +39,25 @@ pub const FEATURES: &[&str] = &[
     "in_test",
     "defines",
     "rrf",
+    // The candidate's words, names and path against the query's (`content::NAMES`).
+    "q_cov",
+    "q_in_symbols",
+    "symbols_cov",
+    "log_words",
+    "name_cov",
+    "q_in_name",
+    "head_cov",
+    "log_lines",
+    "has_name",
+    "q_in_path",
+    "path_in_q",
+    "module_named",
+    "path_cov_prefix",
 ];
-pub const N_FEATURES: usize = 14;
+/// Features computed from the legs' ranks and scores and the chunk's flags; the rest are
+/// `content` features.
+const N_RANK_FEATURES: usize = 14;
+pub const N_FEATURES: usize = N_RANK_FEATURES + content::NAMES.len();
 
 const BUILTIN: &str = include_str!("../../../assets/ranker.json");
 
@@ -143,9 +162,15 @@ impl Ranker {
         searcher: &Searcher,
         bm25: &LegHits,
         embedding: &LegHits,
+        query: &content::QueryText,
+        chunks: &content::ChunkSides,
     ) -> Vec<Fused> {
         let w = self.weights(kind);
-        let mut fused: Vec<Fused> = candidates(searcher, bm25, embedding)
+        // The content features cost postings lookups and a column per segment: skipped for a
+        // kind whose weights ignore them (linear-v2's code queries).
+        let reads_content = w[N_RANK_FEATURES..].iter().any(|x| *x != 0.0);
+        let content = reads_content.then_some(Content { query, chunks });
+        let mut fused: Vec<Fused> = candidates(searcher, bm25, embedding, content)
             .into_iter()
             .map(|c| Fused {
                 order: dot(w, &c.features),
@@ -174,8 +199,21 @@ fn log_rank(rank: usize, n: usize) -> f32 {
     ((1 + rank) as f32).ln() / ((1 + n.max(1)) as f32).ln()
 }
 
-/// The union of the legs with every feature; order unspecified.
-pub fn candidates(searcher: &Searcher, bm25: &LegHits, embedding: &LegHits) -> Vec<Candidate> {
+/// What the content features read: the query's words and the chunks' stored sides.
+#[derive(Clone, Copy)]
+pub struct Content<'a> {
+    pub query: &'a content::QueryText,
+    pub chunks: &'a content::ChunkSides,
+}
+
+/// The union of the legs with every feature (the content features 0 without `content`);
+/// order unspecified.
+pub fn candidates(
+    searcher: &Searcher,
+    bm25: &LegHits,
+    embedding: &LegHits,
+    content: Option<Content>,
+) -> Vec<Candidate> {
     #[derive(Default)]
     struct Seen {
         bm25: Option<(usize, f32)>,
@@ -192,6 +230,24 @@ pub fn candidates(searcher: &Searcher, bm25: &LegHits, embedding: &LegHits) -> V
     let top_bm25 = bm25.first().map_or(0.0, |(s, _)| *s);
     let top_embedding = embedding.first().map_or(0.0, |(s, _)| *s);
     let (n_bm25, n_embedding) = (bm25.len(), embedding.len());
+    let mut per_segment: HashMap<u32, Vec<tantivy::DocId>> = HashMap::new();
+    for address in seen.keys().filter(|_| content.is_some()) {
+        per_segment
+            .entry(address.segment_ord)
+            .or_default()
+            .push(address.doc_id);
+    }
+    // A segment whose postings cannot be read leaves its candidates' index features at zero.
+    let index_sides: HashMap<u32, HashMap<tantivy::DocId, content::IndexSide>> = per_segment
+        .into_iter()
+        .filter_map(|(ord, docs)| {
+            let query = content?.query;
+            content::index_sides(searcher.segment_reader(ord), query, &docs)
+                .ok()
+                .map(|sides| (ord, sides))
+        })
+        .collect();
+    let mut sides: HashMap<u32, Arc<content::SegmentSides>> = HashMap::new();
     let mut columns: HashMap<u32, RowColumns> = HashMap::new();
     seen.into_iter()
         .map(|(address, s)| {
@@ -232,6 +288,21 @@ pub fn candidates(searcher: &Searcher, bm25: &LegHits, embedding: &LegHits) -> V
             f[11] = in_test as u8 as f32;
             f[12] = defines as u8 as f32;
             f[13] = rrf * RRF_K;
+            if let Some(Content { query, chunks }) = content {
+                let index = index_sides
+                    .get(&address.segment_ord)
+                    .and_then(|sides| sides.get(&address.doc_id))
+                    .copied()
+                    .unwrap_or_default();
+                let segment = sides.entry(address.segment_ord).or_insert_with(|| {
+                    chunks.segment(searcher.segment_reader(address.segment_ord))
+                });
+                f[N_RANK_FEATURES..].copy_from_slice(&content::features(
+                    query,
+                    &index,
+                    segment.get(address.doc_id),
+                ));
+            }
 
             Candidate {
                 address,
@@ -270,6 +341,58 @@ mod tests {
     }
 
     #[test]
+    fn the_builtin_ranker_prefers_a_candidate_whose_words_and_path_match_a_question() {
+        let ranker = Ranker::parse(BUILTIN).unwrap();
+        // Two candidates the legs rank alike (BM25's third, no embedding hit).
+        let mut ranks = [0.0; N_FEATURES];
+        ranks[..5].copy_from_slice(&[1.0, 1.0, 0.8, 1.0 / 3.0, log_rank(2, 40)]);
+        ranks[9] = 1.0;
+        ranks[12] = 1.0;
+        ranks[13] = RRF_K / (RRF_K + 3.0);
+        let cases = [
+            (QueryKind::Nl, "HTML escape a string of code."),
+            (
+                QueryKind::Code,
+                "from . import util\n\ndef render(text):\n    return util.",
+            ),
+        ];
+        for (kind, query) in cases {
+            let query = content::QueryText::new(query);
+            let mut matching = ranks;
+            let index = content::IndexSide {
+                in_words: 3,
+                in_symbols: 2,
+                symbol_words: 3,
+                words: 30,
+            };
+            let path = tabby_common::index::chunk_side::ChunkSide::new(
+                "def code_escape(text):\n    return text.replace('&', '&amp;')",
+                "markdown/util.py",
+            );
+            matching[N_RANK_FEATURES..].copy_from_slice(&content::features(&query, &index, &path));
+            let mut other = ranks;
+            let index = content::IndexSide {
+                in_words: 1,
+                in_symbols: 0,
+                symbol_words: 2,
+                words: 30,
+            };
+            let path = tabby_common::index::chunk_side::ChunkSide::new(
+                "    for item in items:\n        total += item.size",
+                "markdown/blockparser.py",
+            );
+            other[N_RANK_FEATURES..].copy_from_slice(&content::features(&query, &index, &path));
+            let w = ranker.weights(kind);
+            match kind {
+                QueryKind::Nl => assert!(dot(w, &matching) > dot(w, &other)),
+                // Code queries keep linear-v1's order: the end-to-end completion eval scored
+                // its prompts better (README, "Content features in the ranker").
+                QueryKind::Code => assert_eq!(dot(w, &matching), dot(w, &other)),
+            }
+        }
+    }
+
+    #[test]
     fn ranker_files_with_other_features_or_bad_numbers_are_refused() {
         let other = r#"{"version":"x","features":["bias"],"weights":{"code":[1],"nl":[1]}}"#;
         let e = Ranker::parse(other).unwrap_err().to_string();
@@ -278,7 +401,7 @@ mod tests {
         let short =
             format!(r#"{{"version":"x","features":{names},"weights":{{"code":[1],"nl":[1]}}}}"#);
         let e = Ranker::parse(&short).unwrap_err().to_string();
-        assert!(e.contains("not 14 numbers"), "{e}");
+        assert!(e.contains(&format!("not {N_FEATURES} numbers")), "{e}");
         let nan = format!(
             r#"{{"version":"x","features":{names},"weights":{{"code":{z},"nl":[1e999{rest}]}}}}"#,
             z = serde_json::to_string(&[0.0; N_FEATURES]).unwrap(),

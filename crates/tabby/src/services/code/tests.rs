@@ -1003,3 +1003,91 @@ async fn receiver_outlines_follow_imports_and_types() {
         }]
     );
 }
+
+/// The content features of real candidates: the chunk sides the indexer stored (definition
+/// name, head, path, module) and the query terms found through the postings.
+#[tokio::test]
+async fn content_features_read_the_indexed_chunk_sides_and_postings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    write(
+        &dir,
+        "pkg/items.py",
+        "def make_integer(value):\n    return Integer(value)\n",
+    );
+    write(
+        &dir,
+        "pkg/container.py",
+        "def append_value(items, value):\n    items.append(value)\n",
+    );
+    write(
+        &dir,
+        "pkg/editing.py",
+        "from pkg import items\n\n\ndef build(value):\n    return items.",
+    );
+    write_unrelated(&dir, "");
+    let (service, _) = index_sources(tmp.path(), &[("config:c", &dir)], true).await;
+    let q = query(
+        "from pkg import items\n\n\ndef build(value):\n    return items.",
+        None,
+        Some("pkg/editing.py"),
+        "config:c",
+    );
+    let legs = service.search_legs(&q, 40).await.unwrap();
+    let candidates = ranker::candidates(
+        &legs.searcher,
+        &legs.bm25,
+        &legs.embedding,
+        Some(ranker::Content {
+            query: &legs.text,
+            chunks: &service.chunk_sides,
+        }),
+    );
+    let feature = |name: &str| ranker::FEATURES.iter().position(|f| *f == name).unwrap();
+    let of = |path: &str| {
+        candidates
+            .iter()
+            .find(|c| {
+                CodeSearchService::document(&legs.searcher, c.address)
+                    .is_some_and(|d| d.filepath == path)
+            })
+            .unwrap_or_else(|| panic!("{path} is a candidate"))
+            .features
+    };
+    let items = of("pkg/items.py");
+    let container = of("pkg/container.py");
+    assert_eq!(
+        items[feature("module_named")],
+        1.0,
+        "`items` names items.py"
+    );
+    assert_eq!(container[feature("module_named")], 0.0);
+    assert_eq!(items[feature("path_in_q")], 1.0);
+    assert_eq!(
+        items[feature("has_name")],
+        1.0,
+        "make_integer is defined there"
+    );
+    assert!(
+        items[feature("q_cov")] > 0.0,
+        "the query's words, from the postings"
+    );
+    assert!(items[feature("log_lines")] > 0.0 && items[feature("log_words")] > 0.0);
+    // `value` is a query term and a word of append_value's head.
+    assert!(container[feature("head_cov")] > 0.0);
+
+    // A ranker that reads only `module_named` puts items.py first.
+    let names = serde_json::to_string(ranker::FEATURES).unwrap();
+    let w: Vec<f32> = ranker::FEATURES
+        .iter()
+        .map(|f| if *f == "module_named" { 1.0 } else { 0.0 })
+        .collect();
+    let w = serde_json::to_string(&w).unwrap();
+    let text =
+        format!(r#"{{"version":"test","features":{names},"weights":{{"code":{w},"nl":{w}}}}}"#);
+    let mut service = service;
+    service.ranker = Some(Arc::new(ranker::Ranker::parse(&text).unwrap()));
+    let fused = service.fuse(&legs);
+    let first = CodeSearchService::document(&legs.searcher, fused[0].address).unwrap();
+    assert_eq!(first.filepath, "pkg/items.py");
+}
