@@ -22,9 +22,8 @@ use tantivy::{DocAddress, Searcher};
 
 use super::{Fused, LegHits, RRF_K, RowColumns, content};
 
-/// The features, in the order the weights are given. A ranker file names them; one trained on
-/// another list is refused.
-pub const FEATURES: &[&str] = &[
+/// Features computed from the legs' ranks and scores and the chunk's flags.
+const RANK_FEATURES: [&str; 14] = [
     "bias",
     "bm25_in",
     "bm25_rel",
@@ -39,25 +38,26 @@ pub const FEATURES: &[&str] = &[
     "in_test",
     "defines",
     "rrf",
-    // The candidate's words, names and path against the query's (`content::NAMES`).
-    "q_cov",
-    "q_in_symbols",
-    "symbols_cov",
-    "log_words",
-    "name_cov",
-    "q_in_name",
-    "head_cov",
-    "log_lines",
-    "has_name",
-    "q_in_path",
-    "path_in_q",
-    "module_named",
-    "path_cov_prefix",
 ];
-/// Features computed from the legs' ranks and scores and the chunk's flags; the rest are
-/// `content` features.
-const N_RANK_FEATURES: usize = 14;
+const N_RANK_FEATURES: usize = RANK_FEATURES.len();
 pub const N_FEATURES: usize = N_RANK_FEATURES + content::NAMES.len();
+
+/// The features, in the order the weights are given: the rank features, then the candidate's
+/// words, names and path against the query's (`content::NAMES`). A ranker file names them; one
+/// trained on another list is refused.
+pub const FEATURES: [&str; N_FEATURES] = {
+    let mut all = [""; N_FEATURES];
+    let mut i = 0;
+    while i < N_FEATURES {
+        all[i] = if i < N_RANK_FEATURES {
+            RANK_FEATURES[i]
+        } else {
+            content::NAMES[i - N_RANK_FEATURES]
+        };
+        i += 1;
+    }
+    all
+};
 
 const BUILTIN: &str = include_str!("../../../assets/ranker.json");
 
@@ -356,32 +356,35 @@ mod tests {
                 "from . import util\n\ndef render(text):\n    return util.",
             ),
         ];
-        for (kind, query) in cases {
-            let query = content::QueryText::new(query);
-            let mut matching = ranks;
+        // A candidate: the same ranks, then its content features.
+        let candidate = |query: &content::QueryText, in_words, in_symbols, body, path| {
             let index = content::IndexSide {
-                in_words: 3,
-                in_symbols: 2,
+                in_words,
+                in_symbols,
                 symbol_words: 3,
                 words: 30,
             };
-            let path = tabby_common::index::chunk_side::ChunkSide::new(
+            let side = tabby_common::index::chunk_side::ChunkSide::new(body, path);
+            let mut x = ranks;
+            x[N_RANK_FEATURES..].copy_from_slice(&content::features(query, &index, &side));
+            x
+        };
+        for (kind, query) in cases {
+            let query = content::QueryText::new(query);
+            let matching = candidate(
+                &query,
+                3,
+                2,
                 "def code_escape(text):\n    return text.replace('&', '&amp;')",
                 "markdown/util.py",
             );
-            matching[N_RANK_FEATURES..].copy_from_slice(&content::features(&query, &index, &path));
-            let mut other = ranks;
-            let index = content::IndexSide {
-                in_words: 1,
-                in_symbols: 0,
-                symbol_words: 2,
-                words: 30,
-            };
-            let path = tabby_common::index::chunk_side::ChunkSide::new(
+            let other = candidate(
+                &query,
+                1,
+                0,
                 "    for item in items:\n        total += item.size",
                 "markdown/blockparser.py",
             );
-            other[N_RANK_FEATURES..].copy_from_slice(&content::features(&query, &index, &path));
             let w = ranker.weights(kind);
             match kind {
                 QueryKind::Nl => assert!(dot(w, &matching) > dot(w, &other)),
@@ -397,7 +400,7 @@ mod tests {
         let other = r#"{"version":"x","features":["bias"],"weights":{"code":[1],"nl":[1]}}"#;
         let e = Ranker::parse(other).unwrap_err().to_string();
         assert!(e.contains("trained on the features"), "{e}");
-        let names = serde_json::to_string(FEATURES).unwrap();
+        let names = serde_json::to_string(&FEATURES).unwrap();
         let short =
             format!(r#"{{"version":"x","features":{names},"weights":{{"code":[1],"nl":[1]}}}}"#);
         let e = Ranker::parse(&short).unwrap_err().to_string();

@@ -641,20 +641,8 @@ async fn learned_fusion_orders_the_union_by_its_weights_and_keeps_the_raw_scores
         .collect();
     // A ranker that only reads the BM25 rank gives the BM25 leg's order, then the chunks only
     // the embedding leg found; one that only reads the embedding rank, the embedding order.
-    let names = serde_json::to_string(ranker::FEATURES).unwrap();
-    let only = |feature: &str| {
-        let w: Vec<f32> = ranker::FEATURES
-            .iter()
-            .map(|f| if *f == feature { 1.0 } else { 0.0 })
-            .collect();
-        let w = serde_json::to_string(&w).unwrap();
-        let text = format!(
-            r#"{{"version":"test-{feature}","features":{names},"weights":{{"code":{w},"nl":{w}}}}}"#
-        );
-        Arc::new(ranker::Ranker::parse(&text).unwrap())
-    };
     for (feature, leg) in [("bm25_rr", &legs.bm25), ("emb_rr", &legs.embedding)] {
-        service.ranker = Some(only(feature));
+        service.ranker = Some(ranker_reading_only(feature));
         let fused = service.fuse(&legs);
         assert_eq!(fused.len(), raw.len(), "the union of both legs");
         let order: Vec<_> = fused.iter().take(leg.len()).map(|f| f.address).collect();
@@ -678,6 +666,20 @@ async fn learned_fusion_orders_the_union_by_its_weights_and_keeps_the_raw_scores
         .collect();
     let fused: Vec<_> = service.fuse(&legs).iter().map(|f| f.address).collect();
     assert_eq!(fused, plain);
+}
+
+/// A ranker whose score, for both kinds of query, is one feature.
+fn ranker_reading_only(feature: &str) -> Arc<ranker::Ranker> {
+    let names = serde_json::to_string(&ranker::FEATURES).unwrap();
+    let w: Vec<f32> = ranker::FEATURES
+        .iter()
+        .map(|f| if *f == feature { 1.0 } else { 0.0 })
+        .collect();
+    let w = serde_json::to_string(&w).unwrap();
+    let text = format!(
+        r#"{{"version":"test-{feature}","features":{names},"weights":{{"code":{w},"nl":{w}}}}}"#
+    );
+    Arc::new(ranker::Ranker::parse(&text).unwrap())
 }
 
 /// A function longer than one chunk: its header, then a body that repeats the words
@@ -1077,16 +1079,8 @@ async fn content_features_read_the_indexed_chunk_sides_and_postings() {
     assert!(container[feature("head_cov")] > 0.0);
 
     // A ranker that reads only `module_named` puts items.py first.
-    let names = serde_json::to_string(ranker::FEATURES).unwrap();
-    let w: Vec<f32> = ranker::FEATURES
-        .iter()
-        .map(|f| if *f == "module_named" { 1.0 } else { 0.0 })
-        .collect();
-    let w = serde_json::to_string(&w).unwrap();
-    let text =
-        format!(r#"{{"version":"test","features":{names},"weights":{{"code":{w},"nl":{w}}}}}"#);
     let mut service = service;
-    service.ranker = Some(Arc::new(ranker::Ranker::parse(&text).unwrap()));
+    service.ranker = Some(ranker_reading_only("module_named"));
     let fused = service.fuse(&legs);
     let first = CodeSearchService::document(&legs.searcher, fused[0].address).unwrap();
     assert_eq!(first.filepath, "pkg/items.py");
