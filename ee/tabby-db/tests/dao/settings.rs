@@ -1,6 +1,6 @@
 use tabby_db::{DbConn, DbError, Pagination, RepositoryDAO};
 
-use crate::db;
+use crate::{db, shared_db};
 
 #[tokio::test]
 async fn server_setting_defaults_and_updates() {
@@ -297,10 +297,48 @@ async fn outbox_claims_retries_and_gives_up() {
     db.mark_email_sent(sent).await.unwrap();
     let row = db.get_email(sent).await.unwrap().unwrap();
     assert!(row.sent_at.is_some() && row.body.is_none());
+    // Timestamps have whole seconds, so "older than 0 days" races the clock: ask for a day.
     assert_eq!(
-        db.delete_emails_older_than(0).await.unwrap(),
+        db.delete_emails_older_than(1).await.unwrap(),
         0,
         "created just now"
+    );
+}
+
+#[tokio::test]
+async fn finished_mail_older_than_the_retention_is_deleted() {
+    let shared = shared_db().await;
+    let db = &shared.db;
+    let pending = db
+        .enqueue_email("test", "a@example.com", "Hi", "body", 1)
+        .await
+        .unwrap();
+    let sent = db
+        .enqueue_email("test", "b@example.com", "Hi", "body", 1)
+        .await
+        .unwrap();
+    let claimed = db.claim_due_email(60).await.unwrap().unwrap();
+    let (sent, pending) = if claimed.id == sent {
+        (sent, pending)
+    } else {
+        (pending, sent)
+    };
+    db.mark_email_sent(sent).await.unwrap();
+    assert_eq!(
+        shared
+            .exec("UPDATE email_outbox SET created_at = DATETIME('now', '-3 days')")
+            .await,
+        2
+    );
+    assert_eq!(
+        db.delete_emails_older_than(2).await.unwrap(),
+        1,
+        "the sent one"
+    );
+    assert!(db.get_email(sent).await.unwrap().is_none());
+    assert!(
+        db.get_email(pending).await.unwrap().is_some(),
+        "unsent mail is kept, however old"
     );
 }
 
