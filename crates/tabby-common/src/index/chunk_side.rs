@@ -39,8 +39,9 @@ const FACADES: &[&str] = &["__init__", "index", "mod", "lib"];
 /// Bytes a module name or a file stem keeps (longer ones are cut; they still compare).
 const MAX_NAME_BYTES: usize = 64;
 
-/// Keys an encoded side holds at most per list (a chunk's head is two lines).
-const MAX_KEYS: usize = 255;
+/// Keys a side holds at most per list: a name or a path has a few words and a head (two
+/// lines) a few dozen, so this only bounds a minified line's cost (memory per cached chunk).
+const MAX_KEYS: usize = 64;
 
 /// Format of `encode`; `decode` refuses any other.
 const FORMAT: u8 = 1;

@@ -440,7 +440,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             legs.has_embedding,
         );
         if let Some(out) = features_out.as_mut() {
-            write_features(out, query, &legs)?;
+            write_features(out, query, &service, &legs)?;
         }
 
         // Ceilings: where the relevant chunks are among all candidates, and the fused top 10
@@ -696,17 +696,15 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
 fn write_features(
     out: &mut impl Write,
     query: &EvalQuery,
+    service: &CodeSearchService,
     legs: &crate::services::code::SearchLegs,
 ) -> anyhow::Result<()> {
-    use crate::services::code::{content, ranker};
+    use crate::services::code::ranker;
     let mut candidates = ranker::candidates(
         &legs.searcher,
         &legs.bm25,
         &legs.embedding,
-        Some(ranker::Content {
-            query: &legs.text,
-            chunks: &content::ChunkSides::default(),
-        }),
+        Some(service.content_of(legs)),
     );
     candidates.sort_by_key(|c| c.address);
     let rows: Vec<_> = candidates

@@ -28,7 +28,10 @@ use tantivy::{
     DocId, DocSet, SegmentReader, TERMINATED, Term, index::SegmentId, schema::IndexRecordOption,
 };
 
-use super::{hamming::SegmentCache, query::QueryStrategy};
+use super::{
+    hamming::SegmentCache,
+    query::{MAX_QUERY_TERMS, QueryStrategy, distinct_last},
+};
 
 /// Names of the content features, in the order `features` returns them.
 pub const NAMES: [&str; 13] = [
@@ -64,13 +67,13 @@ impl QueryText {
     /// them.
     pub fn new(content: &str) -> Self {
         let content = super::query::bounded(content);
-        let mut terms: Vec<(String, u64)> = Vec::new();
-        for t in QueryStrategy::Tuned.bm25_terms(content) {
-            let k = key(&t);
-            if !terms.iter().any(|(_, seen)| *seen == k) {
-                terms.push((t, k));
-            }
-        }
+        // The same distinct terms the BM25 leg queries, at most `MAX_QUERY_TERMS` of them: a
+        // postings lookup each per field and segment.
+        let all = QueryStrategy::Tuned.bm25_terms(content);
+        let terms = distinct_last(&all, MAX_QUERY_TERMS)
+            .into_iter()
+            .map(|(t, _)| (t.to_string(), key(t)))
+            .collect();
         Self {
             terms,
             identifiers: keys(tokenize_code(content)),
@@ -339,6 +342,17 @@ mod tests {
     fn hostile_text_is_bounded_and_never_panics() {
         let q = QueryText::new(&"é(".repeat(100_000));
         assert!(q.identifiers.len() <= 1);
+        let many: String = (0..10_000).map(|i| format!("word{i} ")).collect();
+        let q = QueryText::new(&many);
+        assert_eq!(
+            q.terms.len(),
+            MAX_QUERY_TERMS,
+            "as many lookups as the BM25 leg makes"
+        );
+        assert!(
+            q.terms.iter().any(|(t, _)| t == "word9999"),
+            "the words nearest the end"
+        );
         for path in ["a/.b", "", ".", "/", "x.", "__init__.py", "a/b/c.d/e"] {
             let _ = features(
                 &q,

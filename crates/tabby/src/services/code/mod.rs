@@ -101,8 +101,18 @@ pub struct SearchLegs {
     /// Whether the embedding leg ran (an embedding model matching the index exists).
     pub has_embedding: bool,
     pub kind: QueryKind,
-    /// The query's words and identifiers, which the ranker's content features read.
-    pub text: content::QueryText,
+    /// The text searched (its last `query::MAX_QUERY_BYTES`), for the ranker's content
+    /// features; its words are read only when the ranker uses them (`text`).
+    content: String,
+    text: std::sync::OnceLock<content::QueryText>,
+}
+
+impl SearchLegs {
+    /// The query's words and identifiers, as the content features read them (built once).
+    pub fn text(&self) -> &content::QueryText {
+        self.text
+            .get_or_init(|| content::QueryText::new(&self.content))
+    }
 }
 
 impl CodeSearchService {
@@ -314,7 +324,8 @@ impl CodeSearchService {
             embedding: embedding_hits,
             has_embedding,
             kind: QueryKind::of(&query.content, query.filepath.as_deref()),
-            text: content::QueryText::new(&query.content),
+            content: query::bounded(&query.content).to_string(),
+            text: std::sync::OnceLock::new(),
         })
     }
 
@@ -604,10 +615,19 @@ impl CodeSearchService {
                 &legs.searcher,
                 &legs.bm25,
                 &legs.embedding,
-                &legs.text,
-                &self.chunk_sides,
+                ranker
+                    .reads_content(legs.kind)
+                    .then(|| self.content_of(legs)),
             ),
             _ => self.fuse_rrf(legs),
+        }
+    }
+
+    /// What the ranker's content features read for these legs.
+    pub fn content_of<'a>(&'a self, legs: &'a SearchLegs) -> ranker::Content<'a> {
+        ranker::Content {
+            query: legs.text(),
+            chunks: &self.chunk_sides,
         }
     }
 

@@ -147,6 +147,15 @@ impl Ranker {
             .clone()
     }
 
+    /// Whether `kind`'s score reads the content features. They cost postings lookups and a
+    /// column per segment, so a kind whose weights ignore them (linear-v2's code queries)
+    /// searches without computing them.
+    pub fn reads_content(&self, kind: QueryKind) -> bool {
+        self.weights(kind)[N_RANK_FEATURES..]
+            .iter()
+            .any(|x| *x != 0.0)
+    }
+
     fn weights(&self, kind: QueryKind) -> &[f32; N_FEATURES] {
         match kind {
             QueryKind::Code => &self.code,
@@ -162,14 +171,9 @@ impl Ranker {
         searcher: &Searcher,
         bm25: &LegHits,
         embedding: &LegHits,
-        query: &content::QueryText,
-        chunks: &content::ChunkSides,
+        content: Option<Content>,
     ) -> Vec<Fused> {
         let w = self.weights(kind);
-        // The content features cost postings lookups and a column per segment: skipped for a
-        // kind whose weights ignore them (linear-v2's code queries).
-        let reads_content = w[N_RANK_FEATURES..].iter().any(|x| *x != 0.0);
-        let content = reads_content.then_some(Content { query, chunks });
         let mut fused: Vec<Fused> = candidates(searcher, bm25, embedding, content)
             .into_iter()
             .map(|c| Fused {

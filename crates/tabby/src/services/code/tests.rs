@@ -1040,10 +1040,7 @@ async fn content_features_read_the_indexed_chunk_sides_and_postings() {
         &legs.searcher,
         &legs.bm25,
         &legs.embedding,
-        Some(ranker::Content {
-            query: &legs.text,
-            chunks: &service.chunk_sides,
-        }),
+        Some(service.content_of(&legs)),
     );
     let feature = |name: &str| ranker::FEATURES.iter().position(|f| *f == name).unwrap();
     let of = |path: &str| {
