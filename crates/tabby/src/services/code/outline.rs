@@ -75,7 +75,9 @@ impl OutlineCache {
 
 /// The chain of names right before the cursor, and before the member name being typed there:
 /// `x = self.md.parser.` and `x = self.md.parser.res` → [self, md, parser]; `crate::error::`
-/// → [crate, error]; `foo().` and a line not ending in an access → none.
+/// → [crate, error]; a constructor's call stands for its type (`Parser(src).`,
+/// `new Parser(src).`, `Parser::new(src).` → [Parser]); `foo().` and a line not ending in an
+/// access → none.
 pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
     let line = prefix.rsplit('\n').next().unwrap_or(prefix);
     let line = line.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_' || c == '$');
@@ -84,6 +86,9 @@ pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
         .or_else(|| line.strip_suffix("?."))
         .or_else(|| line.strip_suffix('.'))?;
     let mut chain = Vec::new();
+    if rest.ends_with(')') {
+        rest = constructed_type(rest)?;
+    }
     loop {
         let start = rest
             .char_indices()
@@ -111,6 +116,38 @@ pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
     }
     chain.reverse();
     Some(chain)
+}
+
+/// `text` ends in a call: the text up to and with the name of the type it constructs, if it is
+/// one (`x = Parser(src)` → `x = Parser`, `Parser::new(a, b)` → `Parser`); none for a call
+/// of a function (`foo(x)`) or brackets that do not balance on the line.
+fn constructed_type(text: &str) -> Option<&str> {
+    let mut depth = 0usize;
+    let mut open = None;
+    for (i, c) in text.char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    open = Some(i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let callee = &text[..open?];
+    let callee = callee.strip_suffix("::new").unwrap_or(callee);
+    let start = callee
+        .char_indices()
+        .rev()
+        .take_while(|(_, c)| c.is_alphanumeric() || *c == '_' || *c == '$')
+        .last()
+        .map(|(i, _)| i)?;
+    callee[start..]
+        .starts_with(|c: char| c.is_uppercase())
+        .then_some(callee)
 }
 
 /// The type a variable holds, as `text` says it last: an annotation (`x: T`, `x: &mut T`,
@@ -312,20 +349,81 @@ impl CodeSearchService {
                     .collect()
             }
         };
-        Ok(fit(outlined, max_bytes))
+        Ok(fit(
+            outlined,
+            max_bytes,
+            Access::of(&language, &query.content),
+        ))
     }
 }
 
+/// Which members the access before the cursor reaches first. In Rust `Type::` calls
+/// associated functions (`Error::new_closed()`), not methods (`fn is_parse(&self)`); a
+/// value's `.` reaches both methods and fields, so it keeps every member (preferring methods
+/// there lost two callees on the hyper set with the 0.5B model: README).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Any member.
+    Any,
+    /// Members without a `self` parameter first.
+    Associated,
+}
+
+impl Access {
+    /// The access the prefix ends with, for `language`.
+    fn of(language: &str, prefix: &str) -> Self {
+        let line = prefix.rsplit('\n').next().unwrap_or(prefix);
+        let line = line.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_');
+        if language == "rust" && line.ends_with("::") {
+            Access::Associated
+        } else {
+            Access::Any
+        }
+    }
+
+    /// Whether `line` (an outline line) is a member this access reaches first.
+    fn prefers(self, line: &OutlineLine) -> bool {
+        match self {
+            Access::Any => true,
+            Access::Associated => !takes_self(&line.text),
+        }
+    }
+}
+
+/// Whether a Rust signature line's first parameter is `self` (`&self`, `&'a mut self`,
+/// `mut self`, `self: Pin<&mut Self>`).
+fn takes_self(line: &str) -> bool {
+    // After the function's name, not a visibility's `pub(crate)`.
+    let signature = line.find("fn ").map_or(line, |at| &line[at..]);
+    let Some((_, params)) = signature.split_once('(') else {
+        return false;
+    };
+    let first = params.split([',', ')']).next().unwrap_or_default().trim();
+    let first = first.split(':').next().unwrap_or_default().trim();
+    first == "self" || first.ends_with(" self") || first.ends_with("&self")
+}
+
 /// The outlines cut to `max_bytes` in all (each line with its newline): headers first, then
-/// public members, then private ones, each group in file order; lines are written in file
-/// order. An outline left with no member line is dropped.
-fn fit(outlines: Vec<(String, Vec<OutlineLine>)>, max_bytes: usize) -> Vec<CodeOutline> {
+/// the members `access` reaches (public ones, then private ones), then the others the same
+/// way, each group in file order; lines are written in file order. An outline left with no
+/// member line is dropped.
+fn fit(
+    outlines: Vec<(String, Vec<OutlineLine>)>,
+    max_bytes: usize,
+    access: Access,
+) -> Vec<CodeOutline> {
     let mut used = 0;
     let mut keep: Vec<Vec<bool>> = outlines.iter().map(|(_, l)| vec![false; l.len()]).collect();
-    let passes: [&dyn Fn(&OutlineLine) -> bool; 3] =
-        [&|l| l.header, &|l| !l.header && !l.private, &|l| {
-            !l.header && l.private
-        }];
+    let member = |l: &OutlineLine, preferred: bool, private: bool| {
+        !l.header && access.prefers(l) == preferred && l.private == private
+    };
+    let passes: [&dyn Fn(&OutlineLine) -> bool; 5] = [
+        &|l| l.header,
+        &|l| member(l, true, false),
+        &|l| member(l, true, true),
+        &|l| member(l, false, false),
+        &|l| member(l, false, true),
+    ];
     for pass in passes {
         for (i, (_, lines)) in outlines.iter().enumerate() {
             for (j, line) in lines.iter().enumerate() {
@@ -388,11 +486,75 @@ mod tests {
         );
         assert_eq!(chain("    a?.b?."), Some(vec!["a", "b"]));
         assert_eq!(chain("    foo()."), None);
+        assert_eq!(chain("    return bar(x)."), None);
+        // A constructor's call stands for its type.
+        assert_eq!(chain("    return Parser(src)."), Some(vec!["Parser"]));
+        assert_eq!(
+            chain("    return Parser(f(src), (1, 2))._parse"),
+            Some(vec!["Parser"])
+        );
+        assert_eq!(chain("    const t = new Date()."), Some(vec!["Date"]));
+        assert_eq!(
+            chain("    p = items.Parser(src)."),
+            Some(vec!["items", "Parser"])
+        );
+        assert_eq!(chain("    let b = Builder::new(1)."), Some(vec!["Builder"]));
+        assert_eq!(chain("    let b = Builder::new()."), Some(vec!["Builder"]));
+        assert_eq!(chain("    x = a)."), None, "brackets that do not balance");
+        assert_eq!(chain("    x = (Parser)."), None);
         assert_eq!(chain("    x = "), None);
         assert_eq!(chain("    1."), None);
         assert_eq!(chain("a.b.c.d.e.f.g.h."), None, "bounded");
         let long = format!("    {}.", "x".repeat(100_000));
         assert_eq!(chain(&long), None, "a name no definition has");
+    }
+
+    #[test]
+    fn rust_paths_reach_associated_functions_first() {
+        assert!(takes_self("    pub fn is_parse(&self) -> bool {"));
+        assert!(takes_self(
+            "    fn poll(&'a mut self, cx: &mut Context<'_>) {"
+        ));
+        assert!(takes_self("    fn into_inner(mut self) -> T {"));
+        assert!(takes_self("    fn poll(self: Pin<&mut Self>) {"));
+        assert!(!takes_self("    pub(super) fn new_closed() -> Error {"));
+        assert!(takes_self(
+            "    pub(super) fn with<C: Into<Cause>>(mut self, cause: C) -> Error {"
+        ));
+        assert!(takes_self("    pub(crate) fn kind(&self) -> &Kind {"));
+        assert!(!takes_self("    pub fn new(selfish: u8) -> Self {"));
+        assert!(!takes_self("pub struct Error {"));
+        assert_eq!(
+            Access::of("rust", "    Err(crate::Error::"),
+            Access::Associated
+        );
+        assert_eq!(
+            Access::of("rust", "    Err(crate::Error::new_c"),
+            Access::Associated
+        );
+        assert_eq!(Access::of("rust", "    err."), Access::Any);
+        assert_eq!(Access::of("python", "    Error."), Access::Any);
+        assert_eq!(Access::of("go", "    errors::"), Access::Any);
+        let line = |text: &str, header: bool| OutlineLine {
+            text: text.into(),
+            header,
+            private: false,
+        };
+        let lines = vec![
+            line("impl Error {", true),
+            line("    pub fn is_parse(&self) -> bool {", false),
+            line("    pub fn is_user(&self) -> bool {", false),
+            line("    pub(super) fn new_closed() -> Error {", false),
+        ];
+        let outline = |access| fit(vec![("src/error.rs".into(), lines.clone())], 56, access);
+        assert_eq!(
+            outline(Access::Associated)[0].body,
+            "impl Error {\n    pub(super) fn new_closed() -> Error {\n"
+        );
+        assert_eq!(
+            outline(Access::Any)[0].body,
+            "impl Error {\n    pub fn is_parse(&self) -> bool {\n"
+        );
     }
 
     #[test]
@@ -465,18 +627,18 @@ mod tests {
                 line("    def n(self, a, b):", false, false),
             ],
         )];
-        let all = fit(outlines.clone(), 1000);
+        let all = fit(outlines.clone(), 1000, Access::Any);
         assert_eq!(
             all[0].body,
             "class A:\n    def _p(self):\n    def m(self):\n    def n(self, a, b):\n"
         );
         // Room for the header and the two public members only.
-        let some = fit(outlines.clone(), 9 + 17 + 23);
+        let some = fit(outlines.clone(), 9 + 17 + 23, Access::Any);
         assert_eq!(
             some[0].body,
             "class A:\n    def m(self):\n    def n(self, a, b):\n"
         );
         // The header alone is no outline.
-        assert!(fit(outlines, 12).is_empty());
+        assert!(fit(outlines, 12, Access::Any).is_empty());
     }
 }

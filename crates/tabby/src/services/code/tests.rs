@@ -982,8 +982,24 @@ async fn receiver_outlines_follow_imports_and_types() {
             "export class Store {\n    dispatch(action: string) {\n"
         )
     );
+    // A constructor's call leads to its type.
+    assert_eq!(
+        outline("typescript", "web/app.ts", "    return new Store()."),
+        one(
+            "web/store.ts",
+            "export class Store {\n    dispatch(action: string) {\n"
+        )
+    );
+    assert_eq!(
+        outline("python", "shop/parser.py", "    ok = Char(text[0]).is_"),
+        one(
+            "shop/chars.py",
+            "class Char(str):\n    def is_ws(self):\n    def is_digit_char(self):\n"
+        )
+    );
     // Nothing before the cursor to follow, or a name that leads nowhere.
     assert!(outline("python", "shop/parser.py", "    x = ").is_empty());
+    assert!(outline("python", "shop/parser.py", "    x = util.parse_money(t).").is_empty());
     assert!(outline("python", "shop/parser.py", "    x = os.").is_empty());
     // `json.` guesses the type `Json`: only a Python file's definition counts.
     assert!(outline("python", "shop/parser.py", "    s = json.").is_empty());
