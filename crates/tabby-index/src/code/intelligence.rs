@@ -977,7 +977,12 @@ mod tests {
 
     /// This repository's own sources per language with a grammar.
     fn own_sources() -> Vec<(&'static str, String)> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        // The directory cargo runs the test in, else the one it was built in (a test binary
+        // reused from another checkout of the same sources must read this checkout).
+        let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+        let root = manifest.join("../..");
         let mut out = Vec::new();
         let mut stack = vec![root.join("crates"), root.join("ee"), root.join("scripts")];
         while let Some(dir) = stack.pop() {

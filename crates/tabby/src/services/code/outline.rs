@@ -90,12 +90,7 @@ pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
         rest = constructed_type(rest)?;
     }
     loop {
-        let start = rest
-            .char_indices()
-            .rev()
-            .take_while(|(_, c)| c.is_alphanumeric() || *c == '_' || *c == '$')
-            .last()
-            .map(|(i, _)| i)?;
+        let start = name_start(rest)?;
         let name = &rest[start..];
         if name.len() > MAX_NAME || name.chars().next().is_some_and(|c| c.is_ascii_digit()) {
             return None;
@@ -116,6 +111,15 @@ pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
     }
     chain.reverse();
     Some(chain)
+}
+
+/// Where the name that ends `text` starts; none when `text` does not end in one.
+fn name_start(text: &str) -> Option<usize> {
+    text.char_indices()
+        .rev()
+        .take_while(|(_, c)| c.is_alphanumeric() || *c == '_' || *c == '$')
+        .last()
+        .map(|(i, _)| i)
 }
 
 /// `text` ends in a call: the text up to and with the name of the type it constructs, if it is
@@ -139,13 +143,7 @@ fn constructed_type(text: &str) -> Option<&str> {
     }
     let callee = &text[..open?];
     let callee = callee.strip_suffix("::new").unwrap_or(callee);
-    let start = callee
-        .char_indices()
-        .rev()
-        .take_while(|(_, c)| c.is_alphanumeric() || *c == '_' || *c == '$')
-        .last()
-        .map(|(i, _)| i)?;
-    callee[start..]
+    callee[name_start(callee)?..]
         .starts_with(|c: char| c.is_uppercase())
         .then_some(callee)
 }
