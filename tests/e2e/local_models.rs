@@ -166,6 +166,15 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
                 "src/money.py",
                 "def round_cents(value):\n    return round(value, 2)\n\n\ndef to_cents(value):\n    return int(value * 100)\n",
             ),
+            (
+                "src/lib.rs",
+                "mod conn;\nmod error;\npub use crate::error::Error;\n",
+            ),
+            ("src/error.rs", RUST_ERROR),
+            (
+                "src/conn.rs",
+                &format!("{RUST_CONN}new_closed());\n    }}\n    Ok(())\n}}\n"),
+            ),
         ],
     );
     let server = TabbyServer::start_with_env(
@@ -214,7 +223,37 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
         text.starts_with("compute_discounted_price"),
         "{text:?}\n{prompt}"
     );
+
+    // After a Rust `Type::` path the outline lists the associated functions the path can
+    // call before the methods, which fill its budget in file order.
+    let request = json!({
+        "language": "rust",
+        "segments": {"prefix": RUST_CONN, "suffix": "\n    }\n    Ok(())\n}\n", "filepath": "src/conn.rs",
+                     "git_url": format!("file://{}", shop.display())},
+        "temperature": 0.0,
+        "debug_options": {"return_snippets": true, "return_prompt": true}
+    });
+    let (status, answer) = post_json(&server.url("/v1/completions"), &request).await;
+    assert_eq!(status, 200, "{answer}");
+    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
+    // Methods first, file order, would leave out the constructor (the last line that fits is
+    // `is_body_write_aborted`).
+    let outline = "pub struct Error {\nimpl Error {\n    pub fn is_closed(&self) -> bool {\n    pub fn is_canceled(&self) -> bool {\n    pub fn is_timeout(&self) -> bool {\n    pub fn is_incomplete_message(&self) -> bool {\n    pub(crate) fn new_closed() -> Error {\n";
+    assert!(
+        prompt.contains(&format!(
+            "<|file_sep|>src/error.rs\n{outline}<|file_sep|>src/conn.rs\n"
+        )),
+        "{prompt}"
+    );
+    let text = answer["choices"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("new_closed"), "{text:?}\n{prompt}");
 }
+
+/// An error type whose methods alone overflow the outline's 256 bytes, with its constructor last.
+const RUST_ERROR: &str = "pub struct Error {\n    kind: u8,\n}\n\nimpl Error {\n    pub fn is_closed(&self) -> bool {\n        self.kind == 1\n    }\n\n    pub fn is_canceled(&self) -> bool {\n        self.kind == 2\n    }\n\n    pub fn is_timeout(&self) -> bool {\n        self.kind == 3\n    }\n\n    pub fn is_incomplete_message(&self) -> bool {\n        self.kind == 4\n    }\n\n    pub fn is_body_write_aborted(&self) -> bool {\n        self.kind == 5\n    }\n\n    pub(crate) fn new_closed() -> Error {\n        Error { kind: 1 }\n    }\n}\n";
+
+/// A connection closing with that error, up to the cursor after `crate::Error::`.
+const RUST_CONN: &str = "use crate::Error;\n\npub fn close(open: bool) -> Result<(), Error> {\n    if !open {\n        return Err(crate::Error::";
 
 /// `/v1/chat/completions` on the embedded chat model with the sampling parameters clients send:
 /// a presence penalty (which once made every stream fail on its first tokens) streams to the

@@ -79,12 +79,7 @@ impl OutlineCache {
 /// `new Parser(src).`, `Parser::new(src).` → [Parser]); `foo().` and a line not ending in an
 /// access → none.
 pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
-    let line = prefix.rsplit('\n').next().unwrap_or(prefix);
-    let line = line.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_' || c == '$');
-    let mut rest = line
-        .strip_suffix("::")
-        .or_else(|| line.strip_suffix("?."))
-        .or_else(|| line.strip_suffix('.'))?;
+    let (mut rest, _) = access_before_cursor(prefix)?;
     let mut chain = Vec::new();
     if rest.ends_with(')') {
         rest = constructed_type(rest)?;
@@ -100,17 +95,27 @@ pub fn receiver_chain(prefix: &str) -> Option<Vec<String>> {
         if chain.len() > MAX_CHAIN {
             return None;
         }
-        match rest
-            .strip_suffix("::")
-            .or_else(|| rest.strip_suffix("?."))
-            .or_else(|| rest.strip_suffix('.'))
-        {
-            Some(before) => rest = before,
+        match strip_access(rest) {
+            Some((before, _)) => rest = before,
             None => break,
         }
     }
     chain.reverse();
     Some(chain)
+}
+
+/// The cursor's line up to the access it ends with (`::`, `?.` or `.`, then maybe the start of
+/// the member's name being typed), and that access; none when the line ends in no access.
+fn access_before_cursor(prefix: &str) -> Option<(&str, &'static str)> {
+    let line = prefix.rsplit('\n').next().unwrap_or(prefix);
+    strip_access(line.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_' || c == '$'))
+}
+
+/// `text` without the access it ends with (`::`, `?.` or `.`), and that access.
+fn strip_access(text: &str) -> Option<(&str, &'static str)> {
+    ["::", "?.", "."]
+        .into_iter()
+        .find_map(|access| Some((text.strip_suffix(access)?, access)))
 }
 
 /// Where the name that ends `text` starts; none when `text` does not end in one.
@@ -370,12 +375,9 @@ enum Access {
 impl Access {
     /// The access the prefix ends with, for `language`.
     fn of(language: &str, prefix: &str) -> Self {
-        let line = prefix.rsplit('\n').next().unwrap_or(prefix);
-        let line = line.trim_end_matches(|c: char| c.is_alphanumeric() || c == '_');
-        if language == "rust" && line.ends_with("::") {
-            Access::Associated
-        } else {
-            Access::Any
+        match access_before_cursor(prefix) {
+            Some((_, "::")) if language == "rust" => Access::Associated,
+            _ => Access::Any,
         }
     }
 
