@@ -35,7 +35,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 11;
+pub const SCHEMA_VERSION: u32 = 12;
 
 pub struct IndexSchema {
     pub schema: Schema,
@@ -62,6 +62,10 @@ pub struct IndexSchema {
     pub field_chunk_in_test: Field,
     /// 1 on the code chunks in which a definition (tags) starts, for the tuned BM25 leg.
     pub field_chunk_defines: Field,
+    /// A code chunk's stable key (`chunk_key`): what search breaks equal scores by, so that
+    /// two builds of one corpus answer in the same order whatever order their rows were
+    /// written in.
+    pub field_chunk_key: Field,
     /// On a code file's document row: its source id (indexed only), so that a repository's
     /// relationship records are found without touching its chunk rows.
     pub field_file_source: Field,
@@ -123,6 +127,7 @@ impl IndexSchema {
             builder.add_bytes_field("chunk_side", BytesOptions::default().set_fast());
         let field_chunk_in_test = builder.add_u64_field("chunk_in_test", FAST);
         let field_chunk_defines = builder.add_u64_field("chunk_defines", FAST);
+        let field_chunk_key = builder.add_u64_field("chunk_key", FAST);
         let field_file_source = builder.add_text_field("file_source", STRING);
         let field_file_relations = builder.add_text_field("file_relations", STORED);
         IndexSchema {
@@ -143,6 +148,7 @@ impl IndexSchema {
             field_chunk_side,
             field_chunk_in_test,
             field_chunk_defines,
+            field_chunk_key,
             field_file_source,
             field_file_relations,
         }
@@ -189,6 +195,13 @@ impl IndexSchema {
             (Occur::Must, Self::filter(self.source_id_term(source_id))),
         ])
     }
+}
+
+/// A code chunk's stable key: FNV-1a of its source, file path and first line. It depends only
+/// on what the chunk is, not on when or by which thread it was indexed (unlike its document
+/// address), so search orders equal scores by it.
+pub fn chunk_key(source_id: &str, filepath: &str, start_line: usize) -> u64 {
+    chunk_side::key(&format!("{source_id}\0{filepath}\0{start_line}"))
 }
 
 /// A stored JSON field of `doc` as `serde_json::Value` (`Null` when absent).

@@ -414,6 +414,10 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
             schema.field_chunk_defines,
             u64::from(chunk_defines(&definitions, chunk)),
         );
+        doc.add_u64(
+            schema.field_chunk_key,
+            tabby_common::index::chunk_key(&context.source_id, &file.rel, chunk.start_line),
+        );
         chunk_docs.push(doc);
     }
     PreparedFile {

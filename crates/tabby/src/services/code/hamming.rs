@@ -17,12 +17,15 @@ use tabby_common::index::{
 };
 use tantivy::{
     BitSet, DocAddress, DocId, DocSet, Score, Searcher, SegmentOrdinal, SegmentReader, TERMINATED,
+    columnar::Column,
     index::SegmentId,
     query::{
         BitSetDocSet, BooleanQuery, ConstScorer, EnableScoring, Explanation, Query, Scorer, Weight,
     },
     schema::IndexRecordOption,
 };
+
+use super::tie;
 
 /// Packed sign bits of every document of one segment (zeros and `present = false` for rows
 /// without an embedding, such as document rows).
@@ -136,8 +139,9 @@ pub fn pack_words(embedding: &[f32]) -> Vec<u64> {
     words
 }
 
+/// A scored row: its score, stable key (`tie.rs`) and address.
 #[derive(PartialEq)]
-struct Scored(f32, DocAddress);
+struct Scored(f32, u64, DocAddress);
 impl Eq for Scored {}
 impl PartialOrd for Scored {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
@@ -151,6 +155,7 @@ impl Ord for Scored {
             .0
             .total_cmp(&self.0)
             .then_with(|| self.1.cmp(&other.1))
+            .then_with(|| self.2.cmp(&other.2))
     }
 }
 
@@ -330,18 +335,20 @@ pub fn hamming_leg(
             Some(path) => file_docs(segment, &path.replace('\\', "/"))?,
             None => Vec::new(),
         };
+        let keys = tie::key_column(segment);
         let candidates = Candidates {
             docs: &docs.list,
             rows: &rows,
             alive: segment.alive_bitset(),
             excluded: &excluded,
             ordinal: ordinal as SegmentOrdinal,
+            keys: keys.as_ref(),
         };
         scan(&candidates, query, dim, limit, &mut heap);
     }
-    let mut hits: Vec<(f32, DocAddress)> = heap.into_iter().map(|Scored(s, a)| (s, a)).collect();
-    sort_hits(&mut hits);
-    Ok(hits)
+    let mut hits: Vec<Scored> = heap.into_vec();
+    hits.sort();
+    Ok(hits.into_iter().map(|Scored(s, _, a)| (s, a)).collect())
 }
 
 /// One segment's rows to score.
@@ -351,6 +358,7 @@ struct Candidates<'a> {
     alive: Option<&'a tantivy::fastfield::AliveBitSet>,
     excluded: &'a [DocId],
     ordinal: SegmentOrdinal,
+    keys: Option<&'a Column<u64>>,
 }
 
 /// Scores `c`'s rows into `heap`, kept at the best `limit`. (A `popcnt` build of this loop
@@ -371,20 +379,22 @@ fn scan(c: &Candidates, query: &[u64], dim: usize, limit: usize, heap: &mut Bina
             .zip(query)
             .map(|(a, b)| (a ^ b).count_ones())
             .sum();
+        let score = 1.0 - differing as f32 / dim as f32;
+        // The key is read only for a row that could enter: not below the worst kept score.
+        let full = heap.len() >= limit;
+        if full && heap.peek().is_some_and(|worst| score < worst.0) {
+            continue;
+        }
         let hit = Scored(
-            1.0 - differing as f32 / dim as f32,
+            score,
+            tie::key_in(c.keys, doc),
             DocAddress::new(c.ordinal, doc),
         );
-        if heap.len() < limit {
+        if !full {
             heap.push(hit);
         } else if heap.peek().is_some_and(|worst| hit < *worst) {
             heap.pop();
             heap.push(hit);
         }
     }
-}
-
-/// Best first; ties by document address, so both legs and both embedding forms agree.
-pub fn sort_hits(hits: &mut [(f32, DocAddress)]) {
-    hits.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
 }

@@ -17,7 +17,7 @@ use tabby_common::{
     },
 };
 use tantivy::{
-    Searcher,
+    DocAddress, Searcher,
     query::{BooleanQuery, Occur, Query},
 };
 
@@ -25,6 +25,7 @@ use tabby_index::code::imports;
 
 use super::{
     Bm25Query, CodeSearchService, bm25_leg, generation_cache::PerGeneration, query, stitch,
+    tie::TieKeys,
 };
 
 /// Per searcher generation: every indexed file path (all sources), and the resolved imports of
@@ -296,18 +297,23 @@ fn indexed_text(
             &tantivy::collector::DocSetCollector,
         )
         .map_err(|e| CodeSearchError::Other(e.into()))?;
+    // The collector's set has no order: read a file with more chunks than the bound in the
+    // order of the chunks' stable keys, so that every build of the index reads the same ones.
+    let mut keys = TieKeys::new(searcher);
+    let mut addresses: Vec<(u64, DocAddress)> =
+        addresses.into_iter().map(|a| (keys.key(a), a)).collect();
+    addresses.sort_unstable();
     let mut git_url = None;
-    let mut chunks: Vec<(Option<usize>, String)> = addresses
+    let chunks: Vec<(Option<usize>, String)> = addresses
         .into_iter()
         .take(MAX_CHUNKS_READ)
-        .filter_map(|a| {
+        .filter_map(|(_, a)| {
             let doc = CodeSearchService::document(searcher, a)?;
             git_url.get_or_insert(doc.git_url);
             Some((doc.start_line, doc.body))
         })
         .collect();
-    chunks.sort_by_key(|(start, _)| *start);
-    Ok((stitch(&chunks), git_url))
+    Ok((stitch(chunks), git_url))
 }
 
 /// Chunks of the current file read for its imports (imports sit at the top, but the order of

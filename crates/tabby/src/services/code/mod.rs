@@ -12,6 +12,7 @@ pub mod query;
 pub mod ranker;
 pub mod relations;
 pub mod symbols;
+mod tie;
 
 use std::{
     collections::HashMap,
@@ -46,10 +47,11 @@ use tantivy::{
 };
 
 use self::hamming::{
-    BitsCache, CachedFilterQuery, FilterCache, ScanFilter, hamming_leg, pack_words, sort_hits,
+    BitsCache, CachedFilterQuery, FilterCache, ScanFilter, hamming_leg, pack_words,
 };
 pub use self::query::QueryStrategy;
 use self::ranker::{QueryKind, Ranker};
+use self::tie::{TieKeys, sort_hits, top_by_score};
 
 /// RRF constant: each list contributes 1 / (RRF_K + rank), ranks from 1.
 const RRF_K: f32 = 60.0;
@@ -454,16 +456,15 @@ fn bm25_leg(
         return Ok(vec![]);
     }
     let query = filtered(Box::new(BooleanQuery::new(terms)), filters);
+    // No factor to apply when no segment holds a row it applies to.
+    let Some(factors) = row_factors.filter(|f| RowColumns::apply_to_any(searcher, f)) else {
+        return top_by_score(searcher, &query, limit, MAX_PENALTY_FETCH)
+            .map_err(|e| CodeSearchError::Other(e.into()));
+    };
     let search = |n: usize| {
         searcher
             .search(&query, &TopDocs::with_limit(n).order_by_score())
             .map_err(|e| CodeSearchError::Other(e.into()))
-    };
-    // No factor to apply when no segment holds a row it applies to.
-    let Some(factors) = row_factors.filter(|f| RowColumns::apply_to_any(searcher, f)) else {
-        let mut hits = search(limit)?;
-        sort_hits(&mut hits);
-        return Ok(hits);
     };
     // Chunks of test files and chunks where no definition starts score a fraction of their
     // BM25 score. Over-fetch, re-score and re-sort; fetch more while a row beyond the fetched
@@ -479,10 +480,12 @@ fn bm25_leg(
             &factors,
             hits.iter_mut().map(|(score, address)| (score, *address)),
         );
-        sort_hits(&mut hits);
+        sort_hits(searcher, &mut hits);
         hits.truncate(limit);
         let kth = hits.last().map_or(0.0, |(s, _)| *s);
-        if complete || hits.len() < limit || kth >= lowest_raw || fetch >= MAX_PENALTY_FETCH {
+        // Strictly above: a row not fetched that ties the last kept one would be ordered by
+        // its key, so it must be fetched too.
+        if complete || hits.len() < limit || kth > lowest_raw || fetch >= MAX_PENALTY_FETCH {
             return Ok(hits);
         }
         fetch *= 4;
@@ -572,10 +575,13 @@ pub struct Fused {
     /// What the candidates are ordered by: the learned score, or the RRF score (with the row
     /// factors) for plain fusion.
     pub order: f32,
+    /// The chunk's stable key (`tie.rs`), which orders equal `order`s.
+    pub key: u64,
 }
 
-/// Reciprocal Rank Fusion of the two legs, best first (ties by document address).
-pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
+/// Reciprocal Rank Fusion of the two legs, best first (ties by the chunks' stable keys).
+pub fn rrf_merge(searcher: &Searcher, bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
+    let mut keys = TieKeys::new(searcher);
     let mut merged: HashMap<DocAddress, CodeSearchScores> = HashMap::new();
     type SetScore = fn(&mut CodeSearchScores, f32);
     let legs: [(&LegHits, SetScore); 2] = [
@@ -599,6 +605,7 @@ pub fn rrf_merge(bm25: &LegHits, embedding: &LegHits) -> Vec<Fused> {
             address,
             order: scores.rrf,
             scores,
+            key: keys.key(address),
         })
         .collect();
     sort_fused(&mut fused);
@@ -633,7 +640,7 @@ impl CodeSearchService {
 
     /// RRF, then (tuned strategy) the row factors on the fused scores.
     pub fn fuse_rrf(&self, legs: &SearchLegs) -> Vec<Fused> {
-        let mut fused = rrf_merge(&legs.bm25, &legs.embedding);
+        let mut fused = rrf_merge(&legs.searcher, &legs.bm25, &legs.embedding);
         if let Some(factors) = self.query_strategy.row_factors() {
             RowColumns::scale(
                 &legs.searcher,
@@ -649,11 +656,12 @@ impl CodeSearchService {
     }
 }
 
-/// Best first, ties by document address.
+/// Best first, ties by stable key, then document address.
 fn sort_fused(fused: &mut [Fused]) {
     fused.sort_by(|a, b| {
         b.order
             .total_cmp(&a.order)
+            .then_with(|| a.key.cmp(&b.key))
             .then_with(|| a.address.cmp(&b.address))
     });
 }
@@ -844,7 +852,7 @@ impl CodeSearch for CodeSearchService {
         let addresses = searcher
             .search(&query, &tantivy::collector::DocSetCollector)
             .map_err(|e| CodeSearchError::Other(e.into()))?;
-        let mut chunks: Vec<(Option<usize>, String)> = addresses
+        let chunks: Vec<(Option<usize>, String)> = addresses
             .into_iter()
             .filter_map(|address| {
                 let doc = Self::document(&searcher, address)?;
@@ -857,15 +865,22 @@ impl CodeSearch for CodeSearchService {
         if let Some((_, whole)) = chunks.iter().find(|(start, _)| start.is_none()) {
             return Ok(Some(whole.clone()));
         }
-        chunks.sort_by_key(|(start, _)| *start);
-        Ok(Some(stitch(&chunks)))
+        Ok(Some(stitch(chunks)))
     }
 }
 
 /// Puts chunks back at their 1-based start lines; lines no chunk covers stay empty.
-pub fn stitch(chunks: &[(Option<usize>, String)]) -> String {
+pub fn stitch(mut chunks: Vec<(Option<usize>, String)>) -> String {
+    // By line; chunks may start on the same line (a one-line piece, which lost its
+    // indentation, and the chunk it opens): the longer one is written last, so its lines are
+    // the ones kept, whatever order the chunks were read in.
+    chunks.sort_by(|(a, x), (b, y)| {
+        a.cmp(b)
+            .then_with(|| x.lines().count().cmp(&y.lines().count()))
+            .then_with(|| x.cmp(y))
+    });
     let mut lines: Vec<&str> = Vec::new();
-    for (start, body) in chunks {
+    for (start, body) in &chunks {
         let start = start.unwrap_or(1).max(1) - 1;
         for (k, line) in body.lines().enumerate() {
             let at = start + k;

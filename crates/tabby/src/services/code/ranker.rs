@@ -163,7 +163,7 @@ impl Ranker {
         }
     }
 
-    /// The union of the legs' candidates, best first by the learned score (ties by address);
+    /// The union of the legs' candidates, best first by the learned score (ties by stable key);
     /// each keeps its RRF and raw leg scores, which the thresholds read.
     pub fn rank(
         &self,
@@ -174,10 +174,12 @@ impl Ranker {
         content: Option<Content>,
     ) -> Vec<Fused> {
         let w = self.weights(kind);
+        let mut keys = super::tie::TieKeys::new(searcher);
         let mut fused: Vec<Fused> = candidates(searcher, bm25, embedding, content)
             .into_iter()
             .map(|c| Fused {
                 order: dot(w, &c.features),
+                key: keys.key(c.address),
                 address: c.address,
                 scores: c.scores,
             })

@@ -11,12 +11,14 @@ use tabby_common::{
 };
 use tantivy::{
     Term,
-    collector::TopDocs,
     query::{BooleanQuery, Occur, Query, TermQuery},
     schema::IndexRecordOption,
 };
 
-use super::CodeSearchService;
+use super::{CodeSearchService, tie::top_by_score};
+
+/// Most rows fetched to settle the order of a name's equally scored chunks.
+const MAX_FETCH: usize = 2_000;
 
 /// What to look for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -69,12 +71,14 @@ impl CodeSearchService {
             }
         }
         let searcher = self.loaded()?.reader.searcher();
-        let top = searcher
-            .search(
-                &BooleanQuery::new(clauses),
-                &TopDocs::with_limit(limit.max(1)).order_by_score(),
-            )
-            .map_err(|e| CodeSearchError::Other(e.into()))?;
+        // Equal scores (a name defined in several files) by the chunks' stable keys.
+        let top = top_by_score(
+            &searcher,
+            &BooleanQuery::new(clauses),
+            limit.max(1),
+            MAX_FETCH,
+        )
+        .map_err(|e| CodeSearchError::Other(e.into()))?;
         Ok(top
             .into_iter()
             .filter_map(|(_, address)| Self::document(&searcher, address))

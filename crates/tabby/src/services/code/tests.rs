@@ -154,7 +154,13 @@ fn rrf_sums_reciprocal_ranks_and_keeps_raw_scores() {
     let a = DocAddress::new(0, 1);
     let b = DocAddress::new(0, 2);
     let c = DocAddress::new(0, 3);
-    let fused = rrf_merge(&vec![(9.0, a), (5.0, b)], &vec![(0.9, b), (0.8, c)]);
+    let empty = tantivy::Index::create_in_ram(IndexSchema::instance().schema.clone());
+    let searcher = empty.reader().unwrap().searcher();
+    let fused = rrf_merge(
+        &searcher,
+        &vec![(9.0, a), (5.0, b)],
+        &vec![(0.9, b), (0.8, c)],
+    );
     let order: Vec<_> = fused.iter().map(|f| f.address).collect();
     assert_eq!(order, vec![b, a, c]);
     let b_scores = &fused[0].scores;
@@ -320,7 +326,7 @@ async fn the_bit_scan_ranks_as_brute_force_over_the_filtered_rows() {
 
 /// The embedding leg returns what a brute force gives: every chunk row Tantivy's own filter
 /// query admits, its text embedded again as the indexer embeds it, scored by the share of
-/// signs it has in common with the query's embedding; best first, ties by address.
+/// signs it has in common with the query's embedding; best first, ties by stable key.
 async fn assert_legs_agree(service: &mut CodeSearchService, q: &CodeSearchQuery) -> usize {
     let legs = service.search_legs(q, 50).await.unwrap();
     assert!(!legs.embedding.is_empty());
@@ -353,7 +359,7 @@ async fn assert_legs_agree(service: &mut CodeSearchService, q: &CodeSearchQuery)
             .count();
         expected.push((same as f32 / DIM as f32, address));
     }
-    hamming::sort_hits(&mut expected);
+    tie::sort_hits(&legs.searcher, &mut expected);
     expected.truncate(50);
     assert_eq!(legs.embedding.len(), expected.len());
     for (a, b) in legs.embedding.iter().zip(&expected) {
@@ -582,7 +588,7 @@ async fn fusion_halves_test_chunks_and_chunks_where_no_definition_starts() {
     let (mut service, _) = index_sources(tmp.path(), &[("config:m", &dir)], true).await;
     let q = query("fetch remote mirror refs", None, None, "config:m");
     let legs = service.search_legs(&q, 40).await.unwrap();
-    let raw: HashMap<_, _> = rrf_merge(&legs.bm25, &legs.embedding)
+    let raw: HashMap<_, _> = rrf_merge(&legs.searcher, &legs.bm25, &legs.embedding)
         .into_iter()
         .map(|f| (f.address, f.scores.rrf))
         .collect();
@@ -613,7 +619,7 @@ async fn fusion_halves_test_chunks_and_chunks_where_no_definition_starts() {
     // Upstream's fusion is plain RRF.
     service.query_strategy = QueryStrategy::Upstream;
     let legs = service.search_legs(&q, 40).await.unwrap();
-    let plain: Vec<_> = rrf_merge(&legs.bm25, &legs.embedding)
+    let plain: Vec<_> = rrf_merge(&legs.searcher, &legs.bm25, &legs.embedding)
         .iter()
         .map(|f| (f.address, f.scores.rrf))
         .collect();
@@ -635,7 +641,7 @@ async fn learned_fusion_orders_the_union_by_its_weights_and_keeps_the_raw_scores
     let q = query("fetch remote mirror refs", None, None, "config:m");
     let legs = service.search_legs(&q, 40).await.unwrap();
     assert!(!legs.bm25.is_empty() && !legs.embedding.is_empty());
-    let raw: HashMap<_, _> = rrf_merge(&legs.bm25, &legs.embedding)
+    let raw: HashMap<_, _> = rrf_merge(&legs.searcher, &legs.bm25, &legs.embedding)
         .into_iter()
         .map(|f| (f.address, f.scores))
         .collect();
@@ -660,7 +666,7 @@ async fn learned_fusion_orders_the_union_by_its_weights_and_keeps_the_raw_scores
     // The upstream strategy ignores the ranker.
     service.query_strategy = QueryStrategy::Upstream;
     let legs = service.search_legs(&q, 40).await.unwrap();
-    let plain: Vec<_> = rrf_merge(&legs.bm25, &legs.embedding)
+    let plain: Vec<_> = rrf_merge(&legs.searcher, &legs.bm25, &legs.embedding)
         .iter()
         .map(|f| f.address)
         .collect();
@@ -1097,4 +1103,204 @@ async fn content_features_read_the_indexed_chunk_sides_and_postings() {
     let fused = service.fuse(&legs);
     let first = CodeSearchService::document(&legs.searcher, fused[0].address).unwrap();
     assert_eq!(first.filepath, "pkg/items.py");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A copy of the index in `from` with every segment merged into one, `order`'s segments first.
+fn merged_copy(from: &Path, to: &Path, order: &[tantivy::index::SegmentId]) {
+    copy_tree(from, to);
+    let index = tantivy::Index::open_in_dir(to).unwrap();
+    let mut writer: tantivy::IndexWriter = index.writer(15_000_000).unwrap();
+    writer.merge(order).wait().unwrap();
+    writer.wait_merging_threads().unwrap();
+    assert_eq!(index.searchable_segment_ids().unwrap().len(), 1);
+}
+
+/// The address of the chunk row of `path` in a one-segment index.
+fn chunk_address(searcher: &Searcher, path: &str) -> DocAddress {
+    let schema = IndexSchema::instance();
+    let term = schema.chunk_attribute_term(fields::CHUNK_FILEPATH, path);
+    let rows = searcher
+        .search(
+            &TermQuery::new(term, IndexRecordOption::Basic),
+            &tantivy::collector::DocSetCollector,
+        )
+        .unwrap();
+    assert_eq!(rows.len(), 1, "{path} is one chunk");
+    rows.into_iter().next().unwrap()
+}
+
+/// Two builds of one corpus whose rows lie in opposite orders answer the same, although a dozen
+/// chunks score the same in both legs and only a few of them fit: equal scores are ordered by
+/// the chunks' stable keys (source, path, line), not by their document addresses, which
+/// depend on the order the parallel indexer wrote the rows in.
+#[tokio::test]
+async fn equal_scores_give_one_order_whatever_order_the_rows_were_written_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let body = "def refresh_token_cache(session):\n    session.token_cache.clear()\n    return session.token_cache\n";
+    write_unrelated(&repo, "misc/");
+    // A test file: the tuned BM25 leg's row factors then apply (its over-fetch path).
+    write(
+        &repo,
+        "tests/test_misc.py",
+        "def test_compute():\n    assert compute_1(2) == 2\n",
+    );
+    for i in 0..6 {
+        write(&repo, &format!("first/dup_{i}.py"), body);
+    }
+    drop(index_sources(tmp.path(), &[("dup", &repo)], true).await);
+    let index_dir = tmp.path().join("index");
+    let segments = || {
+        tantivy::Index::open_in_dir(&index_dir)
+            .unwrap()
+            .searchable_segment_ids()
+            .unwrap()
+    };
+    let first_run = segments();
+    // A second run adds six more copies: its rows go to new segments.
+    for i in 0..6 {
+        write(&repo, &format!("second/dup_{i}.py"), body);
+    }
+    drop(index_sources(tmp.path(), &[("dup", &repo)], true).await);
+    let all = segments();
+    assert!(first_run.iter().all(|s| all.contains(s)));
+    let second_run: Vec<_> = all
+        .iter()
+        .filter(|s| !first_run.contains(s))
+        .cloned()
+        .collect();
+    assert!(!second_run.is_empty());
+
+    let forward = tmp.path().join("forward");
+    let backward = tmp.path().join("backward");
+    merged_copy(
+        &index_dir,
+        &forward,
+        &[first_run.clone(), second_run.clone()].concat(),
+    );
+    merged_copy(&index_dir, &backward, &[second_run, first_run].concat());
+
+    let embedding = HashEmbedding::new(DIM);
+    let embedding = CodeSearchEmbedding {
+        model_id: embedding.model_id(),
+        model: Arc::new(embedding),
+    };
+    let languages = Arc::new(LanguageTable::builtin());
+    let mut services = [&forward, &backward]
+        .map(|dir| CodeSearchService::new(dir.clone(), Some(embedding.clone()), languages.clone()));
+
+    // The premise: the copies hold the tied rows in opposite address orders.
+    let mut before = Vec::new();
+    for service in &services {
+        let searcher = service.loaded().unwrap().reader.searcher();
+        before.push(
+            chunk_address(&searcher, "first/dup_0.py")
+                < chunk_address(&searcher, "second/dup_0.py"),
+        );
+    }
+    assert_eq!(before, vec![true, false]);
+
+    let located = |searcher: &Searcher, hits: &LegHits| -> Vec<String> {
+        hits.iter()
+            .map(|(_, a)| CodeSearchService::document(searcher, *a).unwrap().filepath)
+            .collect()
+    };
+    // Both BM25 paths: the tuned one re-scores an over-fetch (row factors); upstream's keeps
+    // Tantivy's top hits.
+    for (strategy, content, filepath) in [
+        (
+            QueryStrategy::Tuned,
+            "def handle(session):\n    refresh_token_cache(session)\n    token_cache = session.token_cache\n",
+            Some("misc/editing.py"),
+        ),
+        (
+            QueryStrategy::Tuned,
+            "clear the session's token cache",
+            None,
+        ),
+        (
+            QueryStrategy::Upstream,
+            "def handle(session):\n    refresh_token_cache(session)\n    token_cache = session.token_cache\n",
+            Some("misc/editing.py"),
+        ),
+    ] {
+        let q = query(content, Some("python"), filepath, "dup");
+        let mut answers = Vec::new();
+        for service in &mut services {
+            service.query_strategy = strategy;
+            // Three of twelve tied chunks: the BM25 leg's first fetch (three times as many)
+            // ends inside the tied group.
+            let legs = service.search_legs(&q, 3).await.unwrap();
+            assert_eq!(legs.bm25.len(), 3);
+            assert_eq!(legs.embedding.len(), 3);
+            let bm25 = located(&legs.searcher, &legs.bm25);
+            let embedding = located(&legs.searcher, &legs.embedding);
+            assert!(bm25.iter().all(|p| p.contains("dup_")), "{bm25:?}");
+            let params = CodeSearchParams {
+                num_to_score: 3,
+                ..open_params(6)
+            };
+            let hits: Vec<String> = service
+                .search_in_language(q.clone(), params)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|h| h.doc.filepath)
+                .collect();
+            answers.push((bm25, embedding, hits));
+        }
+        assert_eq!(answers[0], answers[1], "{strategy:?} {content:?}");
+    }
+    // The symbol lookup (definitions for the agents' tools and the outlines) too.
+    let defined: Vec<Vec<String>> = services
+        .iter()
+        .map(|service| {
+            service
+                .symbol_chunks(
+                    "dup",
+                    "refresh_token_cache",
+                    symbols::SymbolUse::Definition,
+                    3,
+                )
+                .unwrap()
+                .into_iter()
+                .map(|d| d.filepath)
+                .collect()
+        })
+        .collect();
+    assert_eq!(defined[0].len(), 3);
+    assert_eq!(defined[0], defined[1]);
+}
+
+/// Chunks put back at their lines give one text whatever order they come in (a search's
+/// document set has none): where two start on the same line, the longer one's lines stay.
+#[test]
+fn stitched_text_does_not_depend_on_the_order_of_the_chunks() {
+    let chunks = vec![
+        (Some(1), "use crate::body::Incoming;".to_string()),
+        (Some(3), "impl Builder {".to_string()),
+        (
+            Some(3),
+            "    impl Builder {\n        fn new() -> Self {\n        }".to_string(),
+        ),
+        (Some(6), "}".to_string()),
+    ];
+    let expected = "use crate::body::Incoming;\n\n    impl Builder {\n        fn new() -> Self {\n        }\n}";
+    let mut reversed = chunks.clone();
+    reversed.reverse();
+    assert_eq!(stitch(chunks), expected);
+    assert_eq!(stitch(reversed), expected);
 }
