@@ -171,6 +171,14 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
                 "mod conn;\nmod error;\npub use crate::error::Error;\n",
             ),
             ("src/error.rs", RUST_ERROR),
+            ("src/processors.py", PROCESSORS),
+            (
+                "src/admonition.py",
+                &format!(
+                    "from .processors import BlockProcessor\n\n\nclass AdmonitionProcessor(BlockProcessor):\n{}last_child(parent)\n        return sibling\n",
+                    admonition_run()
+                ),
+            ),
             (
                 "src/conn.rs",
                 &format!("{RUST_CONN}new_closed());\n    }}\n    Ok(())\n}}\n"),
@@ -226,15 +234,15 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
 
     // After a Rust `Type::` path the outline lists the associated functions the path can
     // call before the methods, which fill its budget in file order.
-    let request = json!({
-        "language": "rust",
-        "segments": {"prefix": RUST_CONN, "suffix": "\n    }\n    Ok(())\n}\n", "filepath": "src/conn.rs",
-                     "git_url": format!("file://{}", shop.display())},
-        "temperature": 0.0,
-        "debug_options": {"return_snippets": true, "return_prompt": true}
-    });
-    let (status, answer) = post_json(&server.url("/v1/completions"), &request).await;
-    assert_eq!(status, 200, "{answer}");
+    let answer = complete_in(
+        &server,
+        &shop,
+        "rust",
+        "src/conn.rs",
+        RUST_CONN,
+        "\n    }\n    Ok(())\n}\n",
+    )
+    .await;
     let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
     // Methods first, file order, would leave out the constructor (the last line that fits is
     // `is_body_write_aborted`).
@@ -247,6 +255,58 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
     );
     let text = answer["choices"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("new_closed"), "{text:?}\n{prompt}");
+
+    // After a bare `self.`, far below the class header: the outline is the class's base, from
+    // another file, then the class itself.
+    let answer = complete_in(
+        &server,
+        &shop,
+        "python",
+        "src/admonition.py",
+        &admonition_run(),
+        "\n        return sibling\n",
+    )
+    .await;
+    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("<|file_sep|>src/processors.py\nclass BlockProcessor:\n    def detab(self, text):\n    def last_child(self, parent):\n<|file_sep|>src/admonition.py\nclass AdmonitionProcessor(BlockProcessor):\n    def run(self, parent, blocks):\n"),
+        "{prompt}"
+    );
+    let text = answer["choices"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("last_child"), "{text:?}\n{prompt}");
+}
+
+/// A greedy completion in `filepath` of the repository `repo`, with its prompt and snippets.
+async fn complete_in(
+    server: &TabbyServer,
+    repo: &std::path::Path,
+    language: &str,
+    filepath: &str,
+    prefix: &str,
+    suffix: &str,
+) -> serde_json::Value {
+    let request = json!({
+        "language": language,
+        "segments": {"prefix": prefix, "suffix": suffix, "filepath": filepath,
+                     "git_url": format!("file://{}", repo.display())},
+        "temperature": 0.0,
+        "debug_options": {"return_snippets": true, "return_prompt": true}
+    });
+    let (status, answer) = post_json(&server.url("/v1/completions"), &request).await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+/// A block processor's base class, in a file of its own.
+const PROCESSORS: &str = "class BlockProcessor:\n    def detab(self, text):\n        return text.lstrip()\n\n    def last_child(self, parent):\n        \"\"\"The last child of parent, or None.\"\"\"\n        return parent[-1] if parent else None\n";
+
+/// A subclass's method, 40 lines long, up to the cursor after `self.`: an editor's window
+/// that starts below the class header.
+fn admonition_run() -> String {
+    let steps: String = (0..40)
+        .map(|i| format!("        step_{i} = normalize_entry(blocks[{i}], strict=True)\n"))
+        .collect();
+    format!("    def run(self, parent, blocks):\n{steps}        sibling = self.")
 }
 
 /// An error type whose methods alone overflow the outline's 256 bytes, with its constructor last.

@@ -5,7 +5,7 @@
 //! prefix (`x: Type`, `x = Type(…)`, `x := &Type{…}`) or guessed from its name (`tokenizer` →
 //! `Tokenizer`); every lookup stays within the request's source.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tabby_common::api::code::{CodeOutline, CodeSearchError, CodeSearchQuery};
 use tabby_index::code::{
@@ -199,10 +199,25 @@ enum Target {
     Type { name: String, files: Vec<String> },
 }
 
+/// What a target is looked up with: the edited file, its imports and the request.
+struct Lookup<'a> {
+    query: &'a CodeSearchQuery,
+    language: &'a str,
+    filepath: &'a str,
+    searcher: &'a Searcher,
+    paths: &'a imports::PathIndex,
+    statements: &'a [String],
+}
+
+/// Most base classes of the enclosing class outlined after `self.` / `this.`.
+const MAX_BASES: usize = 2;
+
 impl CodeSearchService {
     /// The outline of what the chain of names before the cursor leads to, one entry per file,
     /// within `max_bytes` in all; none when the cursor does not follow a chain, or the chain
-    /// leads nowhere in the repository.
+    /// leads nowhere in the repository. After a bare `self.` or `this.` it is the class whose
+    /// body holds the cursor: its bases first (what it inherits from other files, which the
+    /// editor's window does not show), then the class itself.
     pub fn receiver_outline(
         &self,
         query: &CodeSearchQuery,
@@ -229,78 +244,156 @@ impl CodeSearchService {
             &language,
             query::bounded(&query.content),
         ));
-        let names: Vec<&str> = chain.iter().map(String::as_str).collect();
-        let target = match imports::bound_module(&language, &filepath, &statements, &names, &paths)
-        {
-            Some(bound) => match bound.rest.as_slice() {
-                [] => Target::Module(bound.files),
-                [name] => Target::Type {
-                    name: name.clone(),
-                    files: bound.files,
-                },
-                _ => return Ok(vec![]),
-            },
-            None => {
-                let last = chain.last().map(String::as_str).unwrap_or_default();
-                let name = if last.starts_with(|c: char| c.is_uppercase()) {
-                    last.to_string()
-                } else if matches!(last, "self" | "this" | "super") {
-                    return Ok(vec![]);
-                } else {
-                    // `self.x.` → what the prefix assigns to `self.x` or `x`.
-                    let variable = match chain.as_slice() {
-                        [owner, field] if matches!(owner.as_str(), "self" | "this") => {
-                            format!("{owner}.{field}")
-                        }
-                        _ => last.to_string(),
-                    };
-                    // The prefix first, then the whole file as indexed (an attribute is often
-                    // assigned in a constructor far above the cursor).
-                    let prefix = query::bounded(&query.content);
-                    let whole = self
-                        .outlines
-                        .parsed(self, &searcher, &query.source_id, &language, &filepath)
-                        .map(|p| p.text.clone())
-                        .unwrap_or_default();
-                    let said = |text: &str| {
-                        annotated_type(&language, text, &variable)
-                            .or_else(|| annotated_type(&language, text, last))
-                    };
-                    match said(prefix)
-                        .or_else(|| said(&whole))
-                        .or_else(|| pascal_case(last))
-                    {
-                        Some(name) => name,
-                        None => return Ok(vec![]),
-                    }
-                };
-                Target::Type {
-                    name,
-                    files: vec![],
+        let lookup = Lookup {
+            query,
+            language: &language,
+            filepath: &filepath,
+            searcher: &searcher,
+            paths: &paths,
+            statements: &statements,
+        };
+        let targets: Vec<Target> = match chain.as_slice() {
+            [owner] if matches!(owner.as_str(), "self" | "this") => {
+                self.enclosing_class_targets(&lookup)
+            }
+            _ => self.chain_target(&lookup, &chain).into_iter().collect(),
+        };
+        let mut outlined: Vec<(String, Vec<OutlineLine>)> = Vec::new();
+        for target in targets {
+            for (path, lines) in self.outline_target(&lookup, target) {
+                // One type's outline once (a base named twice, or the class itself).
+                if !outlined
+                    .iter()
+                    .any(|(p, l)| *p == path && l.first() == lines.first())
+                {
+                    outlined.push((path, lines));
                 }
             }
+        }
+        Ok(fit(
+            outlined,
+            max_bytes,
+            Access::of(&language, &query.content),
+        ))
+    }
+
+    /// The text of the edited file as indexed (empty when it is not).
+    fn indexed_file_text(&self, lookup: &Lookup) -> String {
+        self.outlines
+            .parsed(
+                self,
+                lookup.searcher,
+                &lookup.query.source_id,
+                lookup.language,
+                lookup.filepath,
+            )
+            .map(|p| p.text.clone())
+            .unwrap_or_default()
+    }
+
+    /// The enclosing class's bases (each as its own chain of names would lead), then the class.
+    fn enclosing_class_targets(&self, lookup: &Lookup) -> Vec<Target> {
+        let prefix = query::bounded(&lookup.query.content);
+        let class = enclosing_class(lookup.language, prefix).or_else(|| {
+            let whole = self.indexed_file_text(lookup);
+            let above = text_above_cursor(prefix, &whole)?;
+            enclosing_class(lookup.language, &above)
+        });
+        let Some(class) = class else {
+            return Vec::new();
         };
-        let outlined = match target {
+        let mut targets: Vec<Target> = class
+            .bases
+            .iter()
+            .take(MAX_BASES)
+            .filter_map(|base| {
+                let chain: Vec<String> = base.split('.').map(str::to_string).collect();
+                self.chain_target(lookup, &chain)
+            })
+            .filter(|t| matches!(t, Target::Type { .. }))
+            .collect();
+        targets.push(Target::Type {
+            name: class.name,
+            files: vec![lookup.filepath.to_string()],
+        });
+        targets
+    }
+
+    /// Where a chain of names leads: a module the file imports, a type of it, or a type the
+    /// file annotates, constructs or names.
+    fn chain_target(&self, lookup: &Lookup, chain: &[String]) -> Option<Target> {
+        let names: Vec<&str> = chain.iter().map(String::as_str).collect();
+        if let Some(bound) = imports::bound_module(
+            lookup.language,
+            lookup.filepath,
+            lookup.statements,
+            &names,
+            lookup.paths,
+        ) {
+            return match bound.rest.as_slice() {
+                [] => Some(Target::Module(bound.files)),
+                [name] => Some(Target::Type {
+                    name: name.clone(),
+                    files: bound.files,
+                }),
+                _ => None,
+            };
+        }
+        let last = chain.last().map(String::as_str).unwrap_or_default();
+        let name = if last.starts_with(|c: char| c.is_uppercase()) {
+            last.to_string()
+        } else if matches!(last, "self" | "this" | "super") {
+            return None;
+        } else {
+            // `self.x.` → what the prefix assigns to `self.x` or `x`.
+            let variable = match chain {
+                [owner, field] if matches!(owner.as_str(), "self" | "this") => {
+                    format!("{owner}.{field}")
+                }
+                _ => last.to_string(),
+            };
+            // The prefix first, then the whole file as indexed (an attribute is often
+            // assigned in a constructor far above the cursor).
+            let prefix = query::bounded(&lookup.query.content);
+            let said = |text: &str| {
+                annotated_type(lookup.language, text, &variable)
+                    .or_else(|| annotated_type(lookup.language, text, last))
+            };
+            said(prefix)
+                .or_else(|| said(&self.indexed_file_text(lookup)))
+                .or_else(|| pascal_case(last))?
+        };
+        Some(Target::Type {
+            name,
+            files: vec![],
+        })
+    }
+
+    /// A target's outline lines, per file.
+    fn outline_target(&self, lookup: &Lookup, target: Target) -> Vec<(String, Vec<OutlineLine>)> {
+        let (language, searcher, source_id) =
+            (lookup.language, lookup.searcher, &lookup.query.source_id);
+        match target {
             Target::Module(files) => files
                 .iter()
                 .take(MAX_MODULE_FILES)
                 .filter_map(|path| {
                     let parsed = self
                         .outlines
-                        .parsed(self, &searcher, &query.source_id, &language, path)
+                        .parsed(self, searcher, source_id, language, path)
                         .ok()?;
                     let defined =
-                        outline(&language, &parsed.text, &parsed.definitions, Scope::Module)?;
+                        outline(language, &parsed.text, &parsed.definitions, Scope::Module)?;
                     // What it imports from the repository's own modules: a package's
                     // `__init__.py`, an `index.ts` or a `mod.rs` offers those names.
                     let facade = defined.iter().filter(|l| !l.private).count() < 3;
                     let offered: Vec<_> =
-                        imports::header_statements(&language, path, &parsed.text, &paths)
+                        imports::header_statements(language, path, &parsed.text, lookup.paths)
                             .into_iter()
                             .filter(|s| s.internal)
                             .collect();
                     let mut lines: Vec<OutlineLine> = imports::compact_statements(
-                        &language,
+                        language,
                         offered,
                         imports::MERGED_IMPORT_WIDTH,
                     )
@@ -314,15 +407,12 @@ impl CodeSearchService {
                     lines.extend(defined);
                     Some((path.clone(), lines))
                 })
-                .collect::<Vec<_>>(),
+                .collect(),
             Target::Type { name, files } => {
                 let mut candidates = files;
-                if let Ok(found) = self.symbol_chunks(
-                    &query.source_id,
-                    &name,
-                    SymbolUse::Definition,
-                    4 * MAX_TYPE_FILES,
-                ) {
+                if let Ok(found) =
+                    self.symbol_chunks(source_id, &name, SymbolUse::Definition, 4 * MAX_TYPE_FILES)
+                {
                     // Files of the edited file's language: their definitions are parsed as such.
                     for doc in found {
                         let same_language =
@@ -338,10 +428,10 @@ impl CodeSearchService {
                     .find_map(|path| {
                         let parsed = self
                             .outlines
-                            .parsed(self, &searcher, &query.source_id, &language, path)
+                            .parsed(self, searcher, source_id, language, path)
                             .ok()?;
                         let lines = outline(
-                            &language,
+                            language,
                             &parsed.text,
                             &parsed.definitions,
                             Scope::Type(&name),
@@ -351,13 +441,180 @@ impl CodeSearchService {
                     .into_iter()
                     .collect()
             }
-        };
-        Ok(fit(
-            outlined,
-            max_bytes,
-            Access::of(&language, &query.content),
-        ))
+        }
     }
+}
+
+/// The class (in Rust the type of the `impl`) whose body holds the end of `text`, and the
+/// names of its bases as written (`TestCase`, `util.Processor`; none in Rust).
+#[derive(Debug, PartialEq, Eq)]
+struct Class {
+    name: String,
+    bases: Vec<String>,
+}
+
+/// Lines read back from the cursor for the enclosing class's header.
+const MAX_LINES_UP: usize = 5_000;
+
+/// The class whose body holds the end of `text` (the text before the cursor): walking back
+/// from the cursor's line, each line less indented than the lines after it opens the block
+/// that holds them; the first of those that is a class header (or a Rust `impl`) is it. None
+/// when a line at the left margin that is no header comes first (a top-level function). A
+/// line of brackets alone (the `{` of a header written on several lines) opens nothing.
+fn enclosing_class(language: &str, text: &str) -> Option<Class> {
+    let lines: Vec<&str> = text.rsplit('\n').take(MAX_LINES_UP).collect();
+    let (cursor, above) = lines.split_first()?;
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    let brackets = |line: &str| line.trim().chars().all(|c| "{}()[];,:".contains(c));
+    // The lines of a string over several lines (a test's expected text) say nothing of the
+    // code's blocks: read back, a line with an odd number of a string delimiter opens or
+    // closes one.
+    let delimiters: &[&str] = match language {
+        "python" => &["\"\"\"", "'''"],
+        "javascript"
+        | "typescript"
+        | "javascript-typescript"
+        | "javascriptreact"
+        | "typescriptreact" => &["`"],
+        _ => &[],
+    };
+    let mut in_string: Option<&str> = None;
+    let mut bound = indent(cursor);
+    for (i, line) in above.iter().enumerate() {
+        let toggles = |d: &str| line.matches(d).count() % 2 == 1;
+        match in_string {
+            // Its first line: code before the string.
+            Some(d) if toggles(d) => in_string = None,
+            Some(_) => continue,
+            None => {
+                in_string = delimiters.iter().copied().find(|d| toggles(d));
+                if in_string.is_some() {
+                    continue;
+                }
+            }
+        }
+        if brackets(line) || indent(line) >= bound {
+            continue;
+        }
+        // A header may go on over the next lines (`class A<T>\n    extends B\n{`), which
+        // the walk has passed: join it up to the line that opens its body.
+        let mut header = line.trim().to_string();
+        let opens_type = header.starts_with("impl")
+            || header.starts_with("unsafe impl")
+            || header.split_whitespace().any(|w| w == "class");
+        for next in above[..i]
+            .iter()
+            .rev()
+            .take(HEADER_LINES * usize::from(opens_type))
+        {
+            if header.ends_with(':') || header.contains('{') {
+                break;
+            }
+            header.push(' ');
+            header.push_str(next.trim());
+        }
+        if let Some(class) = class_header(language, &header) {
+            return Some(class);
+        }
+        bound = indent(line);
+        if bound == 0 {
+            return None;
+        }
+    }
+    None
+}
+
+/// Most lines a class header is read over.
+const HEADER_LINES: usize = 6;
+
+/// The class a header line opens, with its bases.
+fn class_header(language: &str, line: &str) -> Option<Class> {
+    static PYTHON: OnceLock<regex::Regex> = OnceLock::new();
+    static CLASS: OnceLock<regex::Regex> = OnceLock::new();
+    static RUST: OnceLock<regex::Regex> = OnceLock::new();
+    let name = |c: &regex::Captures, i: usize| c.get(i).map(|m| m.as_str().to_string());
+    match language {
+        "python" => {
+            let re = PYTHON.get_or_init(|| {
+                regex::Regex::new(r"^class\s+([A-Za-z_]\w*)\s*(?:\(([^)]*)\))?\s*:").unwrap()
+            });
+            let c = re.captures(line)?;
+            let bases = c
+                .get(2)
+                .map(|m| m.as_str())
+                .unwrap_or_default()
+                .split(',')
+                .map(str::trim)
+                .filter(|b| {
+                    !b.is_empty()
+                        && !b.contains('=')
+                        && b.chars()
+                            .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                })
+                .map(str::to_string)
+                .collect();
+            Some(Class {
+                name: name(&c, 1)?,
+                bases,
+            })
+        }
+        "rust" => {
+            let re = RUST.get_or_init(|| {
+                regex::Regex::new(
+                    r"^(?:unsafe\s+)?impl\b(?:<[^{]*?>)?\s+(?:[\w:]+(?:<[^{]*?>)?\s+for\s+)?(?:[\w]+::)*([A-Z]\w*)",
+                )
+                .unwrap()
+            });
+            let c = re.captures(line)?;
+            Some(Class {
+                name: name(&c, 1)?,
+                bases: Vec::new(),
+            })
+        }
+        "go" => None,
+        _ => {
+            // JavaScript, TypeScript, Java, Kotlin, C#, PHP: `class Name<T> extends Base`.
+            let re = CLASS.get_or_init(|| {
+                regex::Regex::new(
+                    r"\bclass\s+([A-Za-z_$][\w$]*)(?:\s*<[^{]*?>)?(?:\s+extends\s+([A-Za-z_$][\w$.]*))?",
+                )
+                .unwrap()
+            });
+            let c = re.captures(line)?;
+            Some(Class {
+                name: name(&c, 1)?,
+                bases: name(&c, 2).into_iter().collect(),
+            })
+        }
+    }
+}
+
+/// The indexed file's text down to the line the editor's cursor is on, found by the nearest
+/// line above the cursor that the indexed text holds once; none when no such line is found
+/// (a new file, or one that changed too much).
+fn text_above_cursor(prefix: &str, whole: &str) -> Option<String> {
+    let mut above: Vec<&str> = prefix.split('\n').collect();
+    let cursor = above.pop()?;
+    let indexed: Vec<&str> = whole.lines().collect();
+    for (distance, line) in above.iter().rev().enumerate().take(20) {
+        let probe = line.trim();
+        if probe.len() < 8 {
+            continue;
+        }
+        let mut at = indexed
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.trim() == probe);
+        let (Some((i, _)), None) = (at.next(), at.next()) else {
+            continue;
+        };
+        // The indexed lines to the probe, the editor's lines after it, and the cursor's line.
+        let mut text: Vec<&str> = indexed[..=i].to_vec();
+        text.extend(&above[above.len() - distance..]);
+        text.push(cursor);
+        return Some(text.join("\n"));
+    }
+    None
 }
 
 /// Which members the access before the cursor reaches first. In Rust `Type::` calls
@@ -507,6 +764,123 @@ mod tests {
         assert_eq!(chain("a.b.c.d.e.f.g.h."), None, "bounded");
         let long = format!("    {}.", "x".repeat(100_000));
         assert_eq!(chain(&long), None, "a name no definition has");
+    }
+
+    fn class(language: &str, text: &str) -> Option<(String, Vec<String>)> {
+        enclosing_class(language, text).map(|c| (c.name, c.bases))
+    }
+
+    #[test]
+    fn the_class_around_the_cursor() {
+        let owned = |name: &str, bases: &[&str]| {
+            Some((
+                name.to_string(),
+                bases.iter().map(|b| b.to_string()).collect(),
+            ))
+        };
+        let python = "import x\n\n\nclass AdmonitionProcessor(BlockProcessor, util.Mixin, metaclass=Meta):\n    RE = 1\n\n    def run(self, parent):\n        if x:\n            y = 2\n\n        sibling = self.";
+        assert_eq!(
+            class("python", python),
+            owned("AdmonitionProcessor", &["BlockProcessor", "util.Mixin"])
+        );
+        assert_eq!(
+            class("python", "class Plain:\n    def f(self):\n        self."),
+            owned("Plain", &[])
+        );
+        assert_eq!(
+            class(
+                "python",
+                "class A(B):\n    pass\n\n\ndef helper(x):\n    return x."
+            ),
+            None,
+            "a top-level function's body is in no class"
+        );
+        assert_eq!(
+            class("python", "        self."),
+            None,
+            "no header above the cursor"
+        );
+        assert_eq!(
+            class(
+                "typescript",
+                "export default class ObservableValue<T> extends Atom implements IObservable {\n    get() {\n        return this."
+            ),
+            owned("ObservableValue", &["Atom"])
+        );
+        assert_eq!(
+            class(
+                "rust",
+                "impl<T: Send> fmt::Debug for Sender<T> {\n    fn fmt(&self) {\n        self."
+            ),
+            owned("Sender", &[])
+        );
+        assert_eq!(
+            class(
+                "rust",
+                "impl Connection {\n    pub fn close(&mut self) {\n        self."
+            ),
+            owned("Connection", &[])
+        );
+        assert_eq!(class("go", "func (s *Server) Run() {\n\ts."), None);
+        // A string over several lines, less indented than the code around it.
+        assert_eq!(
+            class(
+                "python",
+                "class TestTableBlocks(TestCase):\n\n    def test_empty_cells(self):\n        \"\"\"Empty cells.\"\"\"\n\n        text = \"\"\"\n   | Second Header\n------------- | -----\n\"\"\"\n\n        self."
+            ),
+            owned("TestTableBlocks", &["TestCase"])
+        );
+        assert_eq!(
+            class(
+                "typescript",
+                "class Store extends Base {\n    render() {\n        const t = `\n<div>\n`\n        this."
+            ),
+            owned("Store", &["Base"])
+        );
+        // A header over several lines, its body's bracket on a line of its own.
+        assert_eq!(
+            class(
+                "typescript",
+                "export class ObservableValue<T>\n    extends Atom\n    implements IObservableValue<T>\n{\n    hasUnreportedChange_ = false\n\n    setNewValue_(newValue: T) {\n        this."
+            ),
+            owned("ObservableValue", &["Atom"])
+        );
+        assert_eq!(
+            class(
+                "python",
+                "class Long(\n    Base,\n    mixins.Other,\n):\n    def f(self):\n        self."
+            ),
+            owned("Long", &["Base", "mixins.Other"])
+        );
+        // Bounded: a long file without a header is read back at most MAX_LINES_UP lines.
+        let long = format!(
+            "class A:\n{}    def f(self):\n        self.",
+            "    x = 1\n".repeat(MAX_LINES_UP + 10)
+        );
+        assert_eq!(class("python", &long), None);
+    }
+
+    #[test]
+    fn the_indexed_file_shows_the_header_above_the_window() {
+        let whole = "from b import Base\n\n\nclass Mine(Base):\n    def one(self):\n        return 1\n\n    def run(self, parent):\n        old = self.one()\n        return old\n";
+        // The editor's window starts inside the method; its file has changed since indexing.
+        let prefix = "    def run(self, parent):\n        new = 2\n        x = self.";
+        let above = text_above_cursor(prefix, whole).unwrap();
+        assert!(above.starts_with("from b import Base\n\n\nclass Mine(Base):"));
+        assert!(above.ends_with("    def run(self, parent):\n        new = 2\n        x = self."));
+        assert_eq!(
+            class("python", &above),
+            Some(("Mine".into(), vec!["Base".into()]))
+        );
+        // A line the indexed text holds twice, or not at all, does not place the cursor.
+        assert!(
+            text_above_cursor(
+                "        return old\n        self.",
+                "        return old\n        return old\n"
+            )
+            .is_none()
+        );
+        assert!(text_above_cursor("    def brand_new(self):\n        self.", whole).is_none());
     }
 
     #[test]

@@ -879,6 +879,14 @@ async fn receiver_outlines_follow_imports_and_types() {
             "from shop import util\nfrom shop.chars import Char\nimport shop\n\n\nclass Parser:\n    def __init__(self, text):\n        self._current = Char(text[0])\n\n    def step(self):\n        pass\n",
         ),
         (
+            "shop/base.py",
+            "class Processor:\n    def last_child(self, parent):\n        return parent[-1]\n\n    def run(self, parent):\n        pass\n",
+        ),
+        (
+            "shop/admonition.py",
+            "from shop.base import Processor\n\n\nclass AdmonitionProcessor(Processor):\n    def test(self, block):\n        return True\n\n    def run(self, parent):\n        sibling = None\n",
+        ),
+        (
             "src/error.rs",
             "pub struct Error {\n    kind: u8,\n}\n\nimpl Error {\n    pub(super) fn new_closed() -> Error {\n        Error { kind: 1 }\n    }\n}\n",
         ),
@@ -1002,6 +1010,45 @@ async fn receiver_outlines_follow_imports_and_types() {
             "shop/chars.py",
             "class Char(str):\n    def is_ws(self):\n    def is_digit_char(self):\n"
         )
+    );
+    // After `self.`: the class around the cursor, what it inherits from another file first.
+    let inherited = vec![
+        (
+            "shop/base.py".to_string(),
+            "class Processor:\n    def last_child(self, parent):\n    def run(self, parent):\n"
+                .to_string(),
+        ),
+        (
+            "shop/admonition.py".to_string(),
+            "class AdmonitionProcessor(Processor):\n    def test(self, block):\n    def run(self, parent):\n"
+                .to_string(),
+        ),
+    ];
+    assert_eq!(
+        outline(
+            "python",
+            "shop/admonition.py",
+            "class AdmonitionProcessor(Processor):\n    def run(self, parent):\n        sibling = self."
+        ),
+        inherited
+    );
+    // The class header above the editor's window: the indexed file places the cursor.
+    assert_eq!(
+        outline(
+            "python",
+            "shop/admonition.py",
+            "    def run(self, parent):\n        sibling = self.last"
+        ),
+        inherited
+    );
+    assert!(
+        outline(
+            "python",
+            "shop/util.py",
+            "def format_money(self):\n    return self."
+        )
+        .is_empty(),
+        "a function outside any class"
     );
     // Nothing before the cursor to follow, or a name that leads nowhere.
     assert!(outline("python", "shop/parser.py", "    x = ").is_empty());
