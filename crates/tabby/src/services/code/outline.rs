@@ -589,14 +589,19 @@ fn class_header(language: &str, line: &str) -> Option<Class> {
     }
 }
 
+/// Lines of the indexed file a cursor is placed in, and lines above the cursor tried.
+const MAX_PLACED_LINES: usize = 50_000;
+const PROBES: usize = 20;
+
 /// The indexed file's text down to the line the editor's cursor is on, found by the nearest
 /// line above the cursor that the indexed text holds once; none when no such line is found
 /// (a new file, or one that changed too much).
 fn text_above_cursor(prefix: &str, whole: &str) -> Option<String> {
     let mut above: Vec<&str> = prefix.split('\n').collect();
     let cursor = above.pop()?;
-    let indexed: Vec<&str> = whole.lines().collect();
-    for (distance, line) in above.iter().rev().enumerate().take(20) {
+    // Bounded per keystroke: a file's first MAX_PLACED_LINES lines, PROBES lines tried.
+    let indexed: Vec<&str> = whole.lines().take(MAX_PLACED_LINES).collect();
+    for (distance, line) in above.iter().rev().enumerate().take(PROBES) {
         let probe = line.trim();
         if probe.len() < 8 {
             continue;
@@ -881,6 +886,12 @@ mod tests {
             .is_none()
         );
         assert!(text_above_cursor("    def brand_new(self):\n        self.", whole).is_none());
+        // Bounded: a line past the first MAX_PLACED_LINES of a file is not looked for.
+        let huge = format!(
+            "{}class Far(Base):\n    def run(self, parent):\n",
+            "x = 1\n".repeat(MAX_PLACED_LINES)
+        );
+        assert!(text_above_cursor("    def run(self, parent):\n        self.", &huge).is_none());
     }
 
     #[test]
