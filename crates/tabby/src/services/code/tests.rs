@@ -912,6 +912,10 @@ async fn receiver_outlines_follow_imports_and_types() {
             "web/app.ts",
             "import * as store from './store';\nimport { Store } from './store';\n\nexport function main() {}\n",
         ),
+        (
+            "web/widget.ts",
+            "import { Store } from './store';\n\nexport class Widget extends Store {\n    render() {\n        return 1\n    }\n}\n",
+        ),
     ];
     for (path, text) in files {
         write(&a, path, text);
@@ -1049,6 +1053,35 @@ async fn receiver_outlines_follow_imports_and_types() {
         )
         .is_empty(),
         "a function outside any class"
+    );
+    assert_eq!(
+        outline(
+            "typescript",
+            "web/widget.ts",
+            "export class Widget extends Store {\n    render() {\n        this."
+        ),
+        vec![
+            (
+                "web/store.ts".to_string(),
+                "export class Store {\n    dispatch(action: string) {\n".to_string()
+            ),
+            (
+                "web/widget.ts".to_string(),
+                "export class Widget extends Store {\n    render() {\n".to_string()
+            ),
+        ]
+    );
+    // In Rust, the type of the `impl` the cursor is in.
+    assert_eq!(
+        outline(
+            "rust",
+            "src/json.rs",
+            "impl Json {\n    pub fn pretty(&self) {\n        self."
+        ),
+        one(
+            "src/json.rs",
+            "pub struct Json;\nimpl Json {\n    pub fn dumps(&self) {}\n"
+        )
     );
     // Nothing before the cursor to follow, or a name that leads nowhere.
     assert!(outline("python", "shop/parser.py", "    x = ").is_empty());
