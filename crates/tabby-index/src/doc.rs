@@ -242,6 +242,10 @@ impl DocIndexer {
             row.add_text(schema.field_source_id, &doc.source_id);
             row.add_text(schema.field_id, &doc.id);
             row.add_text(schema.field_chunk_id, format!("{}-{n}", doc.id));
+            row.add_u64(
+                schema.field_chunk_key,
+                tabby_common::index::chunk_key(&doc.source_id, &doc.id, n),
+            );
             row.add_text(schema.field_chunk_text, chunk);
             for token in tokenize_code(chunk) {
                 row.add_text(schema.field_chunk_tokens, token);

@@ -62,7 +62,7 @@ pub struct IndexSchema {
     pub field_chunk_in_test: Field,
     /// 1 on the code chunks in which a definition (tags) starts, for the tuned BM25 leg.
     pub field_chunk_defines: Field,
-    /// A code chunk's stable key (`chunk_key`): what search breaks equal scores by, so that
+    /// A chunk's stable key (`chunk_key`): what search breaks equal scores by, so that
     /// two builds of one corpus answer in the same order whatever order their rows were
     /// written in.
     pub field_chunk_key: Field,
@@ -197,11 +197,12 @@ impl IndexSchema {
     }
 }
 
-/// A code chunk's stable key: FNV-1a of its source, file path and first line. It depends only
-/// on what the chunk is, not on when or by which thread it was indexed (unlike its document
-/// address), so search orders equal scores by it.
-pub fn chunk_key(source_id: &str, filepath: &str, start_line: usize) -> u64 {
-    chunk_side::key(&format!("{source_id}\0{filepath}\0{start_line}"))
+/// A chunk's stable key: FNV-1a of its source, file path and first line (a structured
+/// document's chunk: its document id and number). It depends only on what the chunk is, not on
+/// when or by which thread it was indexed (unlike its document address), so search orders
+/// equal scores by it.
+pub fn chunk_key(source_id: &str, path: &str, line: usize) -> u64 {
+    chunk_side::key(&format!("{source_id}\0{path}\0{line}"))
 }
 
 /// A stored JSON field of `doc` as `serde_json::Value` (`Null` when absent).

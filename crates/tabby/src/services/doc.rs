@@ -18,12 +18,17 @@ use tabby_common::{
     index::{IndexSchema, code::search_words, corpus, stored_json},
 };
 use tabby_index::snapshot::IndexLocation;
+
+use super::code::tie::top_by_score;
 use tantivy::{
     Index, TantivyDocument,
     collector::TopDocs,
     query::{BooleanQuery, Occur, Query, TermQuery},
     schema::{IndexRecordOption, Value},
 };
+
+/// Most chunk rows fetched to settle the order of equally scored ones.
+const MAX_FETCH: usize = 2_000;
 
 pub struct DocSearchService {
     index: IndexLocation,
@@ -142,7 +147,8 @@ fn search_index(
         (Occur::Must, Box::new(BooleanQuery::new(sources))),
         (Occur::Must, Box::new(BooleanQuery::new(terms))),
     ]);
-    let top = searcher.search(&query, &TopDocs::with_limit(limit * 4).order_by_score())?;
+    // Equal scores (the same words in several documents) by the chunks' stable keys.
+    let top = top_by_score(&searcher, &query, limit * 4, MAX_FETCH)?;
     let mut seen = HashSet::new();
     let mut hits = Vec::new();
     for (score, address) in top {
@@ -230,6 +236,10 @@ mod tests {
             chunk.add_text(schema.field_source_id, source);
             chunk.add_text(schema.field_id, id);
             chunk.add_text(schema.field_chunk_id, format!("{id}-{n}"));
+            chunk.add_u64(
+                schema.field_chunk_key,
+                tabby_common::index::chunk_key(source, id, n),
+            );
             chunk.add_text(schema.field_chunk_text, text);
             for word in search_words(text) {
                 chunk.add_text(schema.field_chunk_words, word);
@@ -298,5 +308,44 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    /// Documents whose chunks score the same come in one order whatever order they were
+    /// written in (the chunks' stable keys, not their addresses, break the tie).
+    #[tokio::test]
+    async fn equal_scores_give_one_document_whatever_order_it_was_written_in() {
+        let docs = ["web:docs:a", "web:docs:b", "web:docs:c", "web:docs:d"];
+        let mut answers = Vec::new();
+        for order in [docs.to_vec(), docs.iter().rev().copied().collect()] {
+            let dir = tempfile::tempdir().unwrap();
+            let index =
+                Index::create_in_dir(dir.path(), IndexSchema::instance().schema.clone()).unwrap();
+            // One thread: rows get addresses in the order they are added.
+            let mut writer = index.writer_with_num_threads(1, 15_000_000).unwrap();
+            for id in order {
+                add(
+                    &mut writer,
+                    "web:docs",
+                    id,
+                    json!({"kind": "web", "title": id, "link": format!("https://example.com/{id}")}),
+                    &["Rotate the signing keys every quarter"],
+                );
+            }
+            writer.commit().unwrap();
+            let hits = DocSearchService::new(dir.path().to_path_buf())
+                .search(&["web:docs".into()], "rotate signing keys", 2)
+                .await
+                .unwrap();
+            let titles: Vec<String> = hits
+                .into_iter()
+                .map(|h| match h.doc {
+                    DocSearchDocument::Web { title, .. } => title,
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(titles.len(), 2);
+            answers.push(titles);
+        }
+        assert_eq!(answers[0], answers[1]);
     }
 }

@@ -12,7 +12,7 @@ pub mod query;
 pub mod ranker;
 pub mod relations;
 pub mod symbols;
-mod tie;
+pub(crate) mod tie;
 
 use std::{
     collections::HashMap,
