@@ -223,8 +223,11 @@ impl CodeSearchService {
         query: &CodeSearchQuery,
         max_bytes: usize,
     ) -> Result<Vec<CodeOutline>, CodeSearchError> {
-        let Some(chain) = receiver_chain(&query.content) else {
-            return Ok(vec![]);
+        // Python's `super().` is a call no type's name starts: it stands for the bases.
+        let chain = match receiver_chain(&query.content) {
+            Some(chain) => chain,
+            None if calls_super(&query.content) => vec!["super".to_string()],
+            None => return Ok(vec![]),
         };
         if max_bytes == 0 {
             return Ok(vec![]);
@@ -254,8 +257,9 @@ impl CodeSearchService {
         };
         let targets: Vec<Target> = match chain.as_slice() {
             [owner] if matches!(owner.as_str(), "self" | "this") => {
-                self.enclosing_class_targets(&lookup)
+                self.enclosing_class_targets(&lookup, true)
             }
+            [owner] if owner == "super" => self.enclosing_class_targets(&lookup, false),
             _ => self.chain_target(&lookup, &chain).into_iter().collect(),
         };
         let mut outlined: Vec<(String, Vec<OutlineLine>)> = Vec::new();
@@ -291,8 +295,9 @@ impl CodeSearchService {
             .unwrap_or_default()
     }
 
-    /// The enclosing class's bases (each as its own chain of names would lead), then the class.
-    fn enclosing_class_targets(&self, lookup: &Lookup) -> Vec<Target> {
+    /// The enclosing class's bases (each as its own chain of names would lead), then, with
+    /// `itself`, the class.
+    fn enclosing_class_targets(&self, lookup: &Lookup, itself: bool) -> Vec<Target> {
         let prefix = query::bounded(&lookup.query.content);
         let class = enclosing_class(lookup.language, prefix).or_else(|| {
             let whole = self.indexed_file_text(lookup);
@@ -312,10 +317,12 @@ impl CodeSearchService {
             })
             .filter(|t| matches!(t, Target::Type { .. }))
             .collect();
-        targets.push(Target::Type {
-            name: class.name,
-            files: vec![lookup.filepath.to_string()],
-        });
+        if itself {
+            targets.push(Target::Type {
+                name: class.name,
+                files: vec![lookup.filepath.to_string()],
+            });
+        }
         targets
     }
 
@@ -443,6 +450,16 @@ impl CodeSearchService {
             }
         }
     }
+}
+
+/// Whether the cursor follows Python's `super().` (maybe with the member's name begun).
+fn calls_super(prefix: &str) -> bool {
+    access_before_cursor(prefix).is_some_and(|(rest, access)| {
+        access == "."
+            && rest.strip_suffix("super()").is_some_and(|before| {
+                !before.ends_with(|c: char| c.is_alphanumeric() || matches!(c, '_' | '$' | '.'))
+            })
+    })
 }
 
 /// The class (in Rust the type of the `impl`) whose body holds the end of `text`, and the
@@ -863,6 +880,16 @@ mod tests {
             "    x = 1\n".repeat(MAX_LINES_UP + 10)
         );
         assert_eq!(class("python", &long), None);
+    }
+
+    #[test]
+    fn super_calls() {
+        assert!(calls_super("        super()."));
+        assert!(calls_super("        return super().__ini"));
+        assert!(!calls_super("        x.super()."), "a method named super");
+        assert!(!calls_super("        super()"));
+        assert!(!calls_super("        not_super()."));
+        assert_eq!(chain("        super."), Some(vec!["super"]));
     }
 
     #[test]

@@ -1071,6 +1071,26 @@ async fn receiver_outlines_follow_imports_and_types() {
             ),
         ]
     );
+    // `super().` / `super.`: the bases alone.
+    assert_eq!(
+        outline(
+            "python",
+            "shop/admonition.py",
+            "class AdmonitionProcessor(Processor):\n    def run(self, parent):\n        super()."
+        ),
+        inherited[..1].to_vec()
+    );
+    assert_eq!(
+        outline(
+            "typescript",
+            "web/widget.ts",
+            "export class Widget extends Store {\n    render() {\n        super."
+        ),
+        one(
+            "web/store.ts",
+            "export class Store {\n    dispatch(action: string) {\n"
+        )
+    );
     // In Rust, the type of the `impl` the cursor is in.
     assert_eq!(
         outline(
