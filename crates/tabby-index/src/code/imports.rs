@@ -72,6 +72,19 @@ pub const MAX_STATEMENTS: usize = 200;
 
 /// Imports of `text`, the file `current` in `language`, resolved against `paths` (the indexed
 /// files of the repository, `/`-separated).
+/// Whether `language` (a canonical name or an editor's language id) is JavaScript or
+/// TypeScript, whose imports and classes are read alike.
+pub fn is_javascript_family(language: &str) -> bool {
+    matches!(
+        language,
+        "javascript-typescript"
+            | "javascript"
+            | "typescript"
+            | "javascriptreact"
+            | "typescriptreact"
+    )
+}
+
 pub fn resolve(language: &str, current: &str, text: &str, paths: &PathIndex) -> Imports {
     resolve_statements(language, current, &statements(language, text), paths)
 }
@@ -116,11 +129,7 @@ pub fn resolve_statements(
                     names.extend(imported);
                 }
             }
-            "javascript-typescript"
-            | "javascript"
-            | "typescript"
-            | "javascriptreact"
-            | "typescriptreact" => {
+            js if is_javascript_family(js) => {
                 if let Some((spec, imported)) = js_import(statement)
                     && spec.starts_with('.')
                 {
@@ -253,7 +262,7 @@ pub fn compact_statements(
 ) -> Vec<ImportStatement> {
     let parts: fn(&str) -> Option<ListParts> = if language == "python" {
         python_from_parts
-    } else if language.contains("javascript") || language.contains("typescript") {
+    } else if is_javascript_family(language) {
         js_named_parts
     } else {
         return statements;
@@ -546,11 +555,7 @@ pub fn bound_module(
                 rest: left,
             })
         }
-        "javascript-typescript"
-        | "javascript"
-        | "typescript"
-        | "javascriptreact"
-        | "typescriptreact" => {
+        js if is_javascript_family(js) => {
             let dir = parent(&current);
             let (spec, name) = statements
                 .iter()

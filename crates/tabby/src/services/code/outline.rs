@@ -281,8 +281,9 @@ impl CodeSearchService {
         ))
     }
 
-    /// The text of the edited file as indexed (empty when it is not).
-    fn indexed_file_text(&self, lookup: &Lookup) -> String {
+    /// The edited file as indexed, parsed (cached per searcher generation; none when it
+    /// cannot be read).
+    fn indexed_file(&self, lookup: &Lookup) -> Option<Arc<Parsed>> {
         self.outlines
             .parsed(
                 self,
@@ -291,8 +292,7 @@ impl CodeSearchService {
                 lookup.language,
                 lookup.filepath,
             )
-            .map(|p| p.text.clone())
-            .unwrap_or_default()
+            .ok()
     }
 
     /// The enclosing class's bases (each as its own chain of names would lead), then, with
@@ -300,8 +300,8 @@ impl CodeSearchService {
     fn enclosing_class_targets(&self, lookup: &Lookup, itself: bool) -> Vec<Target> {
         let prefix = query::bounded(&lookup.query.content);
         let class = enclosing_class(lookup.language, prefix).or_else(|| {
-            let whole = self.indexed_file_text(lookup);
-            let above = text_above_cursor(prefix, &whole)?;
+            let whole = self.indexed_file(lookup)?;
+            let above = text_above_cursor(prefix, &whole.text)?;
             enclosing_class(lookup.language, &above)
         });
         let Some(class) = class else {
@@ -367,7 +367,7 @@ impl CodeSearchService {
                     .or_else(|| annotated_type(lookup.language, text, last))
             };
             said(prefix)
-                .or_else(|| said(&self.indexed_file_text(lookup)))
+                .or_else(|| said(&self.indexed_file(lookup)?.text))
                 .or_else(|| pascal_case(last))?
         };
         Some(Target::Type {
@@ -488,11 +488,7 @@ fn enclosing_class(language: &str, text: &str) -> Option<Class> {
     // closes one.
     let delimiters: &[&str] = match language {
         "python" => &["\"\"\"", "'''"],
-        "javascript"
-        | "typescript"
-        | "javascript-typescript"
-        | "javascriptreact"
-        | "typescriptreact" => &["`"],
+        js if imports::is_javascript_family(js) => &["`"],
         _ => &[],
     };
     let mut in_string: Option<&str> = None;
@@ -610,7 +606,7 @@ fn class_header(language: &str, line: &str) -> Option<Class> {
 const MAX_PLACED_LINES: usize = 50_000;
 const PROBES: usize = 20;
 
-/// The indexed file's text down to the line the editor's cursor is on, found by the nearest
+/// The indexed file's text (at most its MAX_LINES_UP lines) down to the line the editor's cursor is on, found by the nearest
 /// line above the cursor that the indexed text holds once; none when no such line is found
 /// (a new file, or one that changed too much).
 fn text_above_cursor(prefix: &str, whole: &str) -> Option<String> {
@@ -631,7 +627,8 @@ fn text_above_cursor(prefix: &str, whole: &str) -> Option<String> {
             continue;
         };
         // The indexed lines to the probe, the editor's lines after it, and the cursor's line.
-        let mut text: Vec<&str> = indexed[..=i].to_vec();
+        // (No more than the walk up to the header reads.)
+        let mut text: Vec<&str> = indexed[(i + 1).saturating_sub(MAX_LINES_UP)..=i].to_vec();
         text.extend(&above[above.len() - distance..]);
         text.push(cursor);
         return Some(text.join("\n"));

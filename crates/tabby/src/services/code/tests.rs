@@ -1015,94 +1015,86 @@ async fn receiver_outlines_follow_imports_and_types() {
             "class Char(str):\n    def is_ws(self):\n    def is_digit_char(self):\n"
         )
     );
-    // After `self.`: the class around the cursor, what it inherits from another file first.
-    let inherited = vec![
+    // After `self.` / `this.`: the class around the cursor, what it inherits from another file
+    // first; after `super().` / `super.`, the bases alone.
+    let base = (
+        "shop/base.py",
+        "class Processor:\n    def last_child(self, parent):\n    def run(self, parent):\n",
+    );
+    let admonition = (
+        "shop/admonition.py",
+        "class AdmonitionProcessor(Processor):\n    def test(self, block):\n    def run(self, parent):\n",
+    );
+    let store = (
+        "web/store.ts",
+        "export class Store {\n    dispatch(action: string) {\n",
+    );
+    let widget = (
+        "web/widget.ts",
+        "export class Widget extends Store {\n    render() {\n",
+    );
+    let json = (
+        "src/json.rs",
+        "pub struct Json;\nimpl Json {\n    pub fn dumps(&self) {}\n",
+    );
+    let in_run = "class AdmonitionProcessor(Processor):\n    def run(self, parent):\n        ";
+    let in_render = "export class Widget extends Store {\n    render() {\n        ";
+    // (language, file, prefix, the outlines expected: path and body)
+    type Case<'a> = (&'a str, &'a str, String, Vec<(&'a str, &'a str)>);
+    let cases: [Case; 7] = [
         (
-            "shop/base.py".to_string(),
-            "class Processor:\n    def last_child(self, parent):\n    def run(self, parent):\n"
-                .to_string(),
-        ),
-        (
-            "shop/admonition.py".to_string(),
-            "class AdmonitionProcessor(Processor):\n    def test(self, block):\n    def run(self, parent):\n"
-                .to_string(),
-        ),
-    ];
-    assert_eq!(
-        outline(
             "python",
             "shop/admonition.py",
-            "class AdmonitionProcessor(Processor):\n    def run(self, parent):\n        sibling = self."
+            format!("{in_run}sibling = self."),
+            vec![base, admonition],
         ),
-        inherited
-    );
-    // The class header above the editor's window: the indexed file places the cursor.
-    assert_eq!(
-        outline(
+        // The class header above the editor's window: the indexed file places the cursor.
+        (
             "python",
             "shop/admonition.py",
-            "    def run(self, parent):\n        sibling = self.last"
+            "    def run(self, parent):\n        sibling = self.last".into(),
+            vec![base, admonition],
         ),
-        inherited
-    );
-    assert!(
-        outline(
+        // A function outside any class.
+        (
             "python",
             "shop/util.py",
-            "def format_money(self):\n    return self."
-        )
-        .is_empty(),
-        "a function outside any class"
-    );
-    assert_eq!(
-        outline(
+            "def format_money(self):\n    return self.".into(),
+            vec![],
+        ),
+        (
             "typescript",
             "web/widget.ts",
-            "export class Widget extends Store {\n    render() {\n        this."
+            format!("{in_render}this."),
+            vec![store, widget],
         ),
-        vec![
-            (
-                "web/store.ts".to_string(),
-                "export class Store {\n    dispatch(action: string) {\n".to_string()
-            ),
-            (
-                "web/widget.ts".to_string(),
-                "export class Widget extends Store {\n    render() {\n".to_string()
-            ),
-        ]
-    );
-    // `super().` / `super.`: the bases alone.
-    assert_eq!(
-        outline(
+        (
             "python",
             "shop/admonition.py",
-            "class AdmonitionProcessor(Processor):\n    def run(self, parent):\n        super()."
+            format!("{in_run}super()."),
+            vec![base],
         ),
-        inherited[..1].to_vec()
-    );
-    assert_eq!(
-        outline(
+        (
             "typescript",
             "web/widget.ts",
-            "export class Widget extends Store {\n    render() {\n        super."
+            format!("{in_render}super."),
+            vec![store],
         ),
-        one(
-            "web/store.ts",
-            "export class Store {\n    dispatch(action: string) {\n"
-        )
-    );
-    // In Rust, the type of the `impl` the cursor is in.
-    assert_eq!(
-        outline(
+        // In Rust, the type of the `impl` the cursor is in.
+        (
             "rust",
             "src/json.rs",
-            "impl Json {\n    pub fn pretty(&self) {\n        self."
+            "impl Json {\n    pub fn pretty(&self) {\n        self.".into(),
+            vec![json],
         ),
-        one(
-            "src/json.rs",
-            "pub struct Json;\nimpl Json {\n    pub fn dumps(&self) {}\n"
-        )
-    );
+    ];
+    for (language, path, prefix, expected) in cases {
+        let expected: Vec<(String, String)> = expected
+            .into_iter()
+            .map(|(p, b)| (p.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(outline(language, path, &prefix), expected, "{prefix:?}");
+    }
     // Nothing before the cursor to follow, or a name that leads nowhere.
     assert!(outline("python", "shop/parser.py", "    x = ").is_empty());
     assert!(outline("python", "shop/parser.py", "    x = util.parse_money(t).").is_empty());

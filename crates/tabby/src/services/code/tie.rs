@@ -2,8 +2,8 @@
 //! source, path and first line), then by document address. A document address depends on the
 //! order the parallel indexer wrote rows in and on segment ids, so two builds of one corpus
 //! ordered ties differently and `tabby eval` moved by a query or two from run to run. The key
-//! depends only on the chunk. Rows without a key (other corpora, or a segment without the
-//! column) read 0 and fall back to the address.
+//! depends only on the chunk. Rows without a key (document rows, which are never searched,
+//! or a segment without the column) read 0 and fall back to the address.
 
 use std::collections::HashMap;
 
