@@ -87,6 +87,19 @@ PACKAGES = [
     ('npm', 'rxjs', '7.8.1', 'typescript', 'train'),
     ('npm', 'immer', '10.1.1', 'typescript', 'train'),
     ('npm', 'mobx', '6.13.5', 'typescript', 'dev'),
+    # More training data for the code adapter of the static embedding
+    # (scripts/eval/train_code_adapter.py): docstring-rich Python and Go.
+    ('pypi', 'networkx', '3.4.2', 'python', 'train'),
+    ('pypi', 'docutils', '0.21.2', 'python', 'train'),
+    ('pypi', 'tornado', '6.4.2', 'python', 'train'),
+    ('pypi', 'openpyxl', '3.1.5', 'python', 'train'),
+    ('pypi', 'nltk', '3.9.1', 'python', 'train'),
+    ('pypi', 'astroid', '3.3.5', 'python', 'train'),
+    ('pypi', 'sphinx', '8.1.3', 'python', 'train'),
+    ('debian', 'golang-github-spf13-afero-dev', '', 'go', 'train'),
+    ('debian', 'golang-github-gorilla-websocket-dev', '', 'go', 'train'),
+    ('debian', 'golang-github-fatih-color-dev', '', 'go', 'train'),
+    ('debian', 'golang-github-prometheus-client-golang-dev', '', 'go', 'train'),
 ]
 
 

