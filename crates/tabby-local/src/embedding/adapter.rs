@@ -42,12 +42,15 @@ pub struct CodeAdapter {
     pub sha256: String,
 }
 
-/// sha256 (hex) of an adapter file's bytes.
+/// sha256 (hex) of an adapter file's bytes, written like `distill.rs`'s file hashes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// sha256 (hex) of [`CODE_ADAPTER`], hashed once per process.
+pub fn shipped_sha256() -> &'static str {
+    static SHA: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SHA.get_or_init(|| sha256_hex(CODE_ADAPTER))
 }
 
 impl CodeAdapter {

@@ -58,7 +58,7 @@ impl Default for DistillOptions {
             pooling: TokenPooling::Token,
             dimensions: Some(256),
             weighting: TokenWeighting::Sif { a: 1e-5 },
-            code_adapter: Some(adapter::sha256_hex(adapter::CODE_ADAPTER)),
+            code_adapter: Some(adapter::shipped_sha256().to_string()),
         }
     }
 }
