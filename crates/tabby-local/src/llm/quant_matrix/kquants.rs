@@ -205,7 +205,9 @@ impl Storage for Q4Block {
             // SAFETY: `kernel()` checked the CPU features.
             #[cfg(target_arch = "x86_64")]
             Kernel::Vnni => unsafe { super::x86::widen_q4_avx512(src, dst) },
-            _ => widen_q4_portable(src, dst),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { super::x86::avx2::widen_q4_avx2(src, dst) },
+            Kernel::Portable => widen_q4_portable(src, dst),
         }
     }
 }
@@ -218,7 +220,9 @@ impl Storage for Q6Block {
             // SAFETY: `kernel()` checked the CPU features.
             #[cfg(target_arch = "x86_64")]
             Kernel::Vnni => unsafe { super::x86::widen_q6_avx512(src, dst) },
-            _ => widen_q6_portable(src, dst),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => unsafe { super::x86::avx2::widen_q6_avx2(src, dst) },
+            Kernel::Portable => widen_q6_portable(src, dst),
         }
     }
 }

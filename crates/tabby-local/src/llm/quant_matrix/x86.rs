@@ -1,6 +1,6 @@
-//! The x86-64 kernels of `quant_matrix`: AVX-512 (VNNI) and AVX2 over 8-bit groups, AVX-512
-//! over widened K-quant groups, the widening of 4-, 5- and 6-bit groups, and the
-//! quantization of activations.
+//! The AVX-512 kernels of `quant_matrix` (VNNI over 8-bit and widened K-quant groups, the
+//! widening of 4-, 5- and 6-bit groups, the quantization of activations); `avx2` has the same
+//! for CPUs without AVX-512.
 
 // Kernels index rows and columns of several parallel arrays at once.
 #![allow(clippy::needless_range_loop)]
@@ -12,12 +12,14 @@ use super::{
     Activations, BLOCK, Blocks, COLS, GROUP, Q5Block, QuantizedRows, STEPS, U8Block, block_scale,
 };
 
+pub(super) mod avx2;
+
 /// The 4 activation bytes of step `s` of block `b` of `row`, as one 32-bit lane value.
 ///
 /// # Safety
 /// `row` holds block `b`.
 #[inline(always)]
-unsafe fn step_bytes(row: &[i8], b: usize, s: usize) -> i32 {
+pub(super) unsafe fn step_bytes(row: &[i8], b: usize, s: usize) -> i32 {
     unsafe { std::ptr::read_unaligned(row.as_ptr().add(b * BLOCK + 4 * s) as *const i32) }
 }
 
@@ -186,58 +188,6 @@ pub(super) unsafe fn widen_q6_avx512(src: &[Q6Block], dst: &mut [KBlock]) {
         }
         d.scales = s.scales;
         d.mins = [0.0; GROUP];
-    }
-}
-
-/// The same with AVX2 alone: `maddubs` needs an unsigned operand small enough that a pair sum
-/// fits i16, so weights go back to signed and their sign moves onto the activations.
-///
-/// # Safety
-/// The CPU must support AVX2, FMA and F16C; the first `nc` activation rows hold
-/// `w.blocks.len()` whole blocks.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn u8_avx2(
-    w: Blocks,
-    x: &Activations,
-    nc: usize,
-    out: &mut [[f32; GROUP]; COLS],
-) {
-    let offset = _mm256_set1_epi8(w.offset as u8 as i8);
-    let ones = _mm256_set1_epi16(1);
-    let mut acc = [[_mm256_setzero_ps(); 2]; COLS];
-    for (b, block) in w.blocks.iter().enumerate() {
-        unsafe {
-            let dw = [
-                _mm256_cvtph_ps(_mm_loadu_si128(block.d.as_ptr() as *const __m128i)),
-                _mm256_cvtph_ps(_mm_loadu_si128(block.d.as_ptr().add(8) as *const __m128i)),
-            ];
-            for c in 0..nc {
-                let mut dot = [_mm256_setzero_si256(); 2];
-                for s in 0..STEPS {
-                    let xv = _mm256_set1_epi32(step_bytes(x.qs[c], b, s));
-                    for h in 0..2 {
-                        let q = block.qs[s][8 * h..].as_ptr() as *const __m256i;
-                        let wv = _mm256_sub_epi8(_mm256_loadu_si256(q), offset);
-                        let pairs = _mm256_maddubs_epi16(
-                            _mm256_sign_epi8(wv, wv),
-                            _mm256_sign_epi8(xv, wv),
-                        );
-                        dot[h] = _mm256_add_epi32(dot[h], _mm256_madd_epi16(pairs, ones));
-                    }
-                }
-                let dx = _mm256_set1_ps(*x.scales[c].get_unchecked(b));
-                for h in 0..2 {
-                    let scale = _mm256_mul_ps(dw[h], dx);
-                    acc[c][h] =
-                        _mm256_add_ps(acc[c][h], _mm256_mul_ps(_mm256_cvtepi32_ps(dot[h]), scale));
-                }
-            }
-        }
-    }
-    for c in 0..nc {
-        for h in 0..2 {
-            unsafe { _mm256_storeu_ps(out[c][8 * h..].as_mut_ptr(), acc[c][h]) };
-        }
     }
 }
 
