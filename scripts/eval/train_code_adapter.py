@@ -39,44 +39,19 @@ import numpy as np
 from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_embedding import read_table, clip_bytes, last_lines  # noqa: E402
+from train_embedding import read_table, clip_bytes, labelled_pairs  # noqa: E402
 
 TAU = 0.05
 BATCH = 96
 MAX_TOKENS = 512
 MAX_DOC_BYTES = 1000
-CODE_QUERY_LINES = 10
 
 
 def pairs_of_set(d):
-    """(query text, positive text, positive key) for one set, embedding inputs as the runtime
-    builds them: the indexer embeds "```path\\nbody\\n```" clipped to 1000 bytes."""
-    path = os.path.join(d, 'queries.jsonl')
-    if not os.path.exists(path):
-        return []
-    out = []
-    cache = {}
-    for line in open(path, encoding='utf-8'):
-        q = json.loads(line)
-        corpus = 'corpus-nodocs' if q['kind'] == 'nl' else 'corpus-full'
-        r = q['relevant'][0] if q['relevant'] else None
-        if r is None:
-            continue
-        key = (corpus, r['filepath'])
-        if key not in cache:
-            try:
-                cache[key] = open(os.path.join(d, corpus, r['filepath']),
-                                  encoding='utf-8').read().split('\n')
-            except OSError:
-                cache[key] = None
-        lines = cache[key]
-        if not lines:
-            continue
-        body = '\n'.join(lines[r['start_line'] - 1:r['end_line']])
-        doc = clip_bytes(f"```{r['filepath']}\n{body}\n```", MAX_DOC_BYTES)
-        text = q['query'] if q['kind'] == 'nl' else last_lines(q['query'], CODE_QUERY_LINES)
-        out.append((text, doc, (corpus, r['filepath'], r['start_line']), q['kind']))
-    return out
+    """(query text, positive text, positive key, kind) for one set, embedding inputs as the
+    runtime builds them: the indexer embeds "```path\\nbody\\n```" clipped to 1000 bytes."""
+    return [(text, clip_bytes(f"```{path}\n{body}\n```", MAX_DOC_BYTES), key, kind)
+            for text, body, path, key, kind in labelled_pairs(d)]
 
 
 def chunks_of(d, rng, ids, per_file=4, lines=20):

@@ -70,33 +70,41 @@ def last_lines(text, n):
     return '\n'.join(text.split('\n')[-n:])
 
 
+def labelled_pairs(d):
+    """(query text, definition body, its file path, (corpus, path, start line), kind) for each
+    labelled query of set directory `d`: nl queries pair with the nodocs corpus, completion
+    queries (their last CODE_QUERY_LINES lines) with the full one."""
+    path = os.path.join(d, 'queries.jsonl')
+    if not os.path.exists(path):
+        return []
+    out = []
+    cache = {}
+    for line in open(path, encoding='utf-8'):
+        q = json.loads(line)
+        corpus = 'corpus-nodocs' if q['kind'] == 'nl' else 'corpus-full'
+        for r in q['relevant'][:1]:
+            key = (corpus, r['filepath'])
+            if key not in cache:
+                try:
+                    cache[key] = open(os.path.join(d, corpus, r['filepath']),
+                                      encoding='utf-8').read().split('\n')
+                except OSError:
+                    cache[key] = None
+            lines = cache[key]
+            if not lines:
+                continue
+            body = '\n'.join(lines[r['start_line'] - 1:r['end_line']])
+            text = q['query'] if q['kind'] == 'nl' else last_lines(q['query'], CODE_QUERY_LINES)
+            out.append((text, body, r['filepath'], (corpus, r['filepath'], r['start_line']),
+                        q['kind']))
+    return out
+
+
 def pairs_from(sets_dir, names):
     """(query text, positive text) pairs from the sets' labels."""
-    out = []
-    for name in names:
-        d = os.path.join(sets_dir, name)
-        path = os.path.join(d, 'queries.jsonl')
-        if not os.path.exists(path):
-            continue
-        cache = {}
-        for line in open(path, encoding='utf-8'):
-            q = json.loads(line)
-            corpus = 'corpus-nodocs' if q['kind'] == 'nl' else 'corpus-full'
-            for r in q['relevant'][:1]:
-                key = (corpus, r['filepath'])
-                if key not in cache:
-                    try:
-                        cache[key] = open(os.path.join(d, corpus, r['filepath']),
-                                          encoding='utf-8').read().split('\n')
-                    except OSError:
-                        cache[key] = None
-                lines = cache[key]
-                if not lines:
-                    continue
-                doc = '\n'.join(lines[r['start_line'] - 1:r['end_line']])
-                text = q['query'] if q['kind'] == 'nl' else last_lines(q['query'], CODE_QUERY_LINES)
-                out.append((text, clip_bytes(doc, MAX_DOC_BYTES)))
-    return out
+    return [(text, clip_bytes(body, MAX_DOC_BYTES))
+            for name in names
+            for text, body, _, _, _ in labelled_pairs(os.path.join(sets_dir, name))]
 
 
 def main():
