@@ -119,6 +119,27 @@ struct QuantizedRows {
     halves: Vec<i32>,
 }
 
+/// One 32-block of activations and the places of its quantized values, scale, sum and the
+/// sum of its first half in [`QuantizedRows`].
+type QuantBlock<'a> = (
+    &'a [f32],
+    &'a mut [i8],
+    &'a mut f32,
+    &'a mut i32,
+    &'a mut i32,
+);
+
+impl QuantizedRows {
+    /// The blocks of `x`, which these rows are sized for, each with its places.
+    fn blocks<'a>(&'a mut self, x: &'a [f32]) -> impl Iterator<Item = QuantBlock<'a>> {
+        x.chunks_exact(BLOCK)
+            .zip(self.qs.chunks_exact_mut(BLOCK))
+            .zip(self.scales.iter_mut().zip(self.sums.iter_mut()))
+            .zip(self.halves.iter_mut())
+            .map(|(((x, qs), (scale, sum)), half)| (x, qs, scale, sum, half))
+    }
+}
+
 /// A group widened to 8 bits, reused by the thread's next groups.
 #[derive(Default)]
 struct Widened {
@@ -526,12 +547,7 @@ fn block_scale(amax: f32) -> (f32, f32) {
 }
 
 fn quantize_portable(x: &[f32], rows: &mut QuantizedRows) {
-    for (((block, q), (scale, sum)), half) in x
-        .chunks_exact(BLOCK)
-        .zip(rows.qs.chunks_exact_mut(BLOCK))
-        .zip(rows.scales.iter_mut().zip(rows.sums.iter_mut()))
-        .zip(rows.halves.iter_mut())
-    {
+    for (block, q, scale, sum, half) in rows.blocks(x) {
         let amax = block.iter().fold(0f32, |a, v| a.max(v.abs()));
         let (d, id) = block_scale(amax);
         for (i, (q, v)) in q.iter_mut().zip(block).enumerate() {

@@ -221,12 +221,7 @@ pub(super) unsafe fn widen_q5_avx512(src: &[Q5Block], dst: &mut [U8Block]) {
 /// The CPU must support AVX512F and AVX512BW.
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(super) unsafe fn quantize_avx512(x: &[f32], rows: &mut QuantizedRows) {
-    for (((block, q), (scale, sum)), half) in x
-        .chunks_exact(BLOCK)
-        .zip(rows.qs.chunks_exact_mut(BLOCK))
-        .zip(rows.scales.iter_mut().zip(rows.sums.iter_mut()))
-        .zip(rows.halves.iter_mut())
-    {
+    for (block, q, scale, sum, half) in rows.blocks(x) {
         unsafe {
             let a = _mm512_loadu_ps(block.as_ptr());
             let b = _mm512_loadu_ps(block.as_ptr().add(16));

@@ -15,7 +15,7 @@ use std::arch::x86_64::*;
 
 use super::super::kquants::{KBlock, KBlocks, Q4Block, Q6Block};
 use super::super::{
-    Activations, BLOCK, Blocks, COLS, GROUP, Q5_OFFSET, Q5Block, QuantizedRows, STEPS, U8Block,
+    Activations, Blocks, COLS, GROUP, Q5_OFFSET, Q5Block, QuantizedRows, STEPS, U8Block,
     block_scale,
 };
 use super::step_bytes;
@@ -347,12 +347,7 @@ fn round_away(y: __m256) -> __m256 {
 #[target_feature(enable = "avx2")]
 pub(in super::super) unsafe fn quantize_avx2(x: &[f32], rows: &mut QuantizedRows) {
     let magnitude = |v| _mm256_andnot_ps(_mm256_set1_ps(-0.0), v);
-    for (((block, q), (scale, sum)), half) in x
-        .chunks_exact(BLOCK)
-        .zip(rows.qs.chunks_exact_mut(BLOCK))
-        .zip(rows.scales.iter_mut().zip(rows.sums.iter_mut()))
-        .zip(rows.halves.iter_mut())
-    {
+    for (block, q, scale, sum, half) in rows.blocks(x) {
         unsafe {
             let v: [__m256; 4] =
                 std::array::from_fn(|i| _mm256_loadu_ps(block.as_ptr().add(8 * i)));
