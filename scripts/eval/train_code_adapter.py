@@ -17,7 +17,9 @@ Usage: scripts/eval/train_code_adapter.py SETS_DIR SOURCE_MODEL_DIR OUT.safetens
   The shipped file (crates/tabby-local/assets/code-adapter.safetensors) is what the defaults
   give on the sets of `scripts/eval/training_sets.py SETS_DIR --split train --max 100000
   --cargo-lock Cargo.lock` (about 6 minutes on two cores).
-  SOURCE_MODEL_DIR: ~/.tabby/models/sentence-transformers/all-MiniLM-L6-v2-static
+  SOURCE_MODEL_DIR: the plain distilled table, i.e. ~/.tabby/models/sentence-transformers/
+  all-MiniLM-L6-v2-static as `tabby download` wrote it before the adapter was folded in by
+  default (its static-embedding.json has no "code_adapter"); a folded table is refused.
   --table-out writes a complete static-embedding model directory with the adapter folded in,
   which `tabby eval --embedding local:DIR` loads, to measure it before it ships.
   --check prints an offline proxy on a dev sets directory: the share of its pairs whose
@@ -30,7 +32,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import struct
 import sys
 import hashlib
@@ -39,7 +40,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_embedding import read_table, clip_bytes, labelled_pairs  # noqa: E402
+from train_embedding import read_table, clip_bytes, labelled_pairs, write_model_dir  # noqa: E402
 
 TAU = 0.05
 BATCH = 96
@@ -255,6 +256,10 @@ def main():
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
+    header = json.load(open(os.path.join(args.source, 'static-embedding.json')))
+    if header.get('code_adapter'):
+        sys.exit(f'{args.source} holds a table with a code adapter folded in already; the adapter '
+                 'is trained on the plain distilled table (a header without "code_adapter")')
     table0 = read_table(os.path.join(args.source, 'static-embedding.safetensors'))
     tok = Tokenizer.from_file(os.path.join(args.source, 'tokenizer.json'))
     tok.no_truncation()
@@ -317,20 +322,7 @@ def main():
     write_adapter(args.out, model.w, model.m, table0, source_sha)
     print(f'wrote {args.out}', file=sys.stderr)
     if args.table_out:
-        from train_embedding import write_table
-        os.makedirs(args.table_out, exist_ok=True)
-        folded = (model.w[:, None] * table0) @ model.m
-        table_path = os.path.join(args.table_out, 'static-embedding.safetensors')
-        write_table(table_path, folded)
-        shutil.copy(os.path.join(args.source, 'tokenizer.json'), args.table_out)
-        if os.path.exists(os.path.join(args.source, 'tabby.json')):
-            shutil.copy(os.path.join(args.source, 'tabby.json'), args.table_out)
-        header = json.load(open(os.path.join(args.source, 'static-embedding.json')))
-        header['table_sha256'] = hashlib.sha256(open(table_path, 'rb').read()).hexdigest()
-        with open(os.path.join(args.table_out, 'static-embedding.json'), 'w') as f:
-            json.dump(header, f, indent=2)
-        print(f'wrote {args.table_out}', file=sys.stderr)
-
+        write_model_dir(args.table_out, args.source, (model.w[:, None] * table0) @ model.m)
 
 if __name__ == '__main__':
     main()

@@ -61,6 +61,22 @@ def write_table(path, table):
         f.write(blob)
 
 
+def write_model_dir(out, source, table):
+    """A static-embedding model directory at `out` holding `table`, with the tokenizer and
+    metadata of model directory `source` (the header's table hash made anew)."""
+    os.makedirs(out, exist_ok=True)
+    table_path = os.path.join(out, 'static-embedding.safetensors')
+    write_table(table_path, table)
+    shutil.copy(os.path.join(source, 'tokenizer.json'), out)
+    if os.path.exists(os.path.join(source, 'tabby.json')):
+        shutil.copy(os.path.join(source, 'tabby.json'), out)
+    header = json.load(open(os.path.join(source, 'static-embedding.json')))
+    header['table_sha256'] = hashlib.sha256(open(table_path, 'rb').read()).hexdigest()
+    with open(os.path.join(out, 'static-embedding.json'), 'w') as f:
+        json.dump(header, f, indent=2)
+    print(f'wrote {out}', file=sys.stderr)
+
+
 def clip_bytes(text, n):
     b = text.encode('utf-8')[:n]
     return b.decode('utf-8', 'ignore')
@@ -199,16 +215,7 @@ def main():
         n = max(1, len(order) // BATCH)
         print(f'epoch {epoch + 1}: loss {total / n:.4f}', file=sys.stderr)
 
-    os.makedirs(args.out, exist_ok=True)
-    table_path = os.path.join(args.out, 'static-embedding.safetensors')
-    write_table(table_path, table)
-    shutil.copy(os.path.join(args.source, 'tokenizer.json'), args.out)
-    shutil.copy(os.path.join(args.source, 'tabby.json'), args.out)
-    header = json.load(open(os.path.join(args.source, 'static-embedding.json')))
-    header['table_sha256'] = hashlib.sha256(open(table_path, 'rb').read()).hexdigest()
-    with open(os.path.join(args.out, 'static-embedding.json'), 'w') as f:
-        json.dump(header, f, indent=2)
-    print(f'wrote {args.out}', file=sys.stderr)
+    write_model_dir(args.out, args.source, table)
 
 
 if __name__ == '__main__':
