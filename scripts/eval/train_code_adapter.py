@@ -17,9 +17,9 @@ Usage: scripts/eval/train_code_adapter.py SETS_DIR SOURCE_MODEL_DIR OUT.safetens
   The shipped file (crates/tabby-local/assets/code-adapter.safetensors) is what the defaults
   give on the sets of `scripts/eval/training_sets.py SETS_DIR --split train --max 100000
   --cargo-lock Cargo.lock` (about 6 minutes on two cores).
-  SOURCE_MODEL_DIR: the plain distilled table, i.e. ~/.tabby/models/sentence-transformers/
-  all-MiniLM-L6-v2-static as `tabby download` wrote it before the adapter was folded in by
-  default (its static-embedding.json has no "code_adapter"); a folded table is refused.
+  SOURCE_MODEL_DIR: the plain distilled table (a folded one is refused), written by
+  `cargo run --release -p tabby-local --example distill_plain --
+  ~/.tabby/models/sentence-transformers/all-MiniLM-L6-v2 SOURCE_MODEL_DIR`.
   --table-out writes a complete static-embedding model directory with the adapter folded in,
   which `tabby eval --embedding local:DIR` loads, to measure it before it ships.
   --check prints an offline proxy on a dev sets directory: the share of its pairs whose
@@ -323,6 +323,7 @@ def main():
     print(f'wrote {args.out}', file=sys.stderr)
     if args.table_out:
         write_model_dir(args.table_out, args.source, (model.w[:, None] * table0) @ model.m)
+
 
 if __name__ == '__main__':
     main()
