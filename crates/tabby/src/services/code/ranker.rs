@@ -1,14 +1,16 @@
-//! The learned ranker: orders the union of both legs' candidates by a linear score over
-//! features that are cheap at query time: each leg's score and rank, the chunk's test and
-//! definition flags, and how the chunk's own words, definition name and path meet the query's
-//! (`content`, read from the stored chunk). One weight vector per kind of query: code (an
-//! editor's prefix: several lines, or a file being edited) and natural language (a question, a
-//! task).
+//! The learned ranker: orders the union of both legs' candidates by a score over features
+//! that are cheap at query time: each leg's score and rank, the chunk's test and definition
+//! flags, and how the chunk's own words, definition name and path meet the query's
+//! (`content`, read from the stored chunk). One scorer per kind of query: code (an editor's
+//! prefix: several lines, or a file being edited) and natural language (a question, a task).
+//! A kind's scorer is either linear (one weight per feature) or a sum of regression trees
+//! (LambdaMART).
 //!
-//! The weights are a small versioned JSON file trained by `scripts/eval/train_ranker.py` on
-//! sets generated from registry packages (`scripts/eval/training_sets.py`), none of them
-//! reserved for evaluation; the file records how it was trained and on which sets. The one shipped is compiled
-//! in (`assets/ranker.json`); `tabby eval --ranker FILE` measures another without a rebuild.
+//! The file is small, versioned JSON trained on sets generated from registry packages
+//! (`scripts/eval/training_sets.py`), none of them reserved for evaluation: linear weights by
+//! `scripts/eval/train_ranker.py`, trees by `scripts/eval/train_ranker_trees.py`; the file
+//! records how it was trained and on which sets. The one shipped is compiled in
+//! (`assets/ranker.json`); `tabby eval --ranker FILE` measures another without a rebuild.
 
 use std::{
     collections::HashMap,
@@ -80,23 +82,143 @@ impl QueryKind {
     }
 }
 
+/// Bounds on a file's trees, which bound the cost of scoring a candidate (and, with the
+/// leaves' size, keep a sum of leaves finite).
+const MAX_TREES: usize = 5_000;
+const MAX_NODES: usize = 1_024;
+const MAX_LEAF: f64 = 1e6;
+
 #[derive(Deserialize)]
 struct RankerFile {
     version: String,
     features: Vec<String>,
+    #[serde(default)]
     weights: HashMap<String, Vec<f32>>,
+    #[serde(default)]
+    trees: HashMap<String, Vec<TreeFile>>,
+}
+
+/// A regression tree as written: `nodes[i] = [feature, threshold, left, right]`, where a
+/// child `c >= 0` is node `c` (always after its parent) and `c < 0` is leaf `-1 - c`; a
+/// candidate goes left when its feature is at most the threshold. A tree without nodes is
+/// its one leaf.
+#[derive(Deserialize)]
+struct TreeFile {
+    nodes: Vec<(usize, f64, i64, i64)>,
+    leaves: Vec<f64>,
+}
+
+#[derive(Debug)]
+struct Node {
+    feature: usize,
+    threshold: f64,
+    left: i64,
+    right: i64,
+}
+
+#[derive(Debug)]
+struct Tree {
+    nodes: Vec<Node>,
+    leaves: Vec<f64>,
+}
+
+impl Tree {
+    fn check(file: TreeFile) -> Result<Tree, String> {
+        let TreeFile { nodes, leaves } = file;
+        if leaves.is_empty() || leaves.iter().any(|v| !v.is_finite() || v.abs() > MAX_LEAF) {
+            return Err(format!("leaves that are missing or not within ±{MAX_LEAF}"));
+        }
+        if nodes.len() > MAX_NODES {
+            return Err(format!("more than {MAX_NODES} nodes"));
+        }
+        if nodes.is_empty() && leaves.len() != 1 {
+            return Err("no nodes but several leaves".into());
+        }
+        for (i, &(feature, threshold, left, right)) in nodes.iter().enumerate() {
+            if feature >= N_FEATURES || !threshold.is_finite() {
+                return Err(format!(
+                    "node {i}: feature {feature}, threshold {threshold}"
+                ));
+            }
+            for child in [left, right] {
+                // A node's children come after it, so that every walk ends.
+                let ok = if child >= 0 {
+                    child as usize > i && (child as usize) < nodes.len()
+                } else {
+                    ((-1 - child) as u64) < leaves.len() as u64
+                };
+                if !ok {
+                    return Err(format!("node {i}: child {child} out of order or range"));
+                }
+            }
+        }
+        let nodes = nodes
+            .into_iter()
+            .map(|(feature, threshold, left, right)| Node {
+                feature,
+                threshold,
+                left,
+                right,
+            })
+            .collect();
+        Ok(Tree { nodes, leaves })
+    }
+
+    fn score(&self, x: &[f32; N_FEATURES]) -> f64 {
+        if self.nodes.is_empty() {
+            return self.leaves[0];
+        }
+        let mut i = 0;
+        loop {
+            let node = &self.nodes[i];
+            let next = if f64::from(x[node.feature]) <= node.threshold {
+                node.left
+            } else {
+                node.right
+            };
+            if next < 0 {
+                return self.leaves[(-1 - next) as usize];
+            }
+            i = next as usize;
+        }
+    }
+}
+
+/// How one kind of query scores a candidate.
+#[derive(Debug)]
+enum Scorer {
+    Linear([f32; N_FEATURES]),
+    Trees(Vec<Tree>),
+}
+
+impl Scorer {
+    fn score(&self, x: &[f32; N_FEATURES]) -> f32 {
+        match self {
+            Scorer::Linear(w) => dot(w, x),
+            Scorer::Trees(trees) => trees.iter().map(|t| t.score(x)).sum::<f64>() as f32,
+        }
+    }
+
+    fn reads_content(&self) -> bool {
+        match self {
+            Scorer::Linear(w) => w[N_RANK_FEATURES..].iter().any(|x| *x != 0.0),
+            Scorer::Trees(trees) => trees
+                .iter()
+                .any(|t| t.nodes.iter().any(|n| n.feature >= N_RANK_FEATURES)),
+        }
+    }
 }
 
 #[derive(Debug)]
 pub struct Ranker {
     pub version: String,
-    code: [f32; N_FEATURES],
-    nl: [f32; N_FEATURES],
+    code: Scorer,
+    nl: Scorer,
 }
 
 impl Ranker {
     pub fn parse(text: &str) -> anyhow::Result<Ranker> {
-        let file: RankerFile =
+        let mut file: RankerFile =
             serde_json::from_str(text).map_err(|e| anyhow::anyhow!("not a ranker file: {e}"))?;
         if file.features != FEATURES {
             anyhow::bail!(
@@ -106,22 +228,45 @@ impl Ranker {
                 FEATURES
             );
         }
-        let weights = |kind: &str| -> anyhow::Result<[f32; N_FEATURES]> {
-            let w = file
-                .weights
-                .get(kind)
-                .ok_or_else(|| anyhow::anyhow!("the ranker has no weights for {kind} queries"))?;
-            let w: [f32; N_FEATURES] = w.as_slice().try_into().map_err(|_| {
-                anyhow::anyhow!("the ranker's {kind} weights are not {N_FEATURES} numbers")
-            })?;
-            if w.iter().any(|x| !x.is_finite()) {
-                anyhow::bail!("the ranker's {kind} weights are not all finite numbers");
+        let mut scorer = |kind: &str| -> anyhow::Result<Scorer> {
+            match (file.weights.remove(kind), file.trees.remove(kind)) {
+                (Some(_), Some(_)) => {
+                    anyhow::bail!("the ranker has both weights and trees for {kind} queries")
+                }
+                (None, None) => {
+                    anyhow::bail!("the ranker has no weights or trees for {kind} queries")
+                }
+                (Some(w), None) => {
+                    let w: [f32; N_FEATURES] = w.as_slice().try_into().map_err(|_| {
+                        anyhow::anyhow!("the ranker's {kind} weights are not {N_FEATURES} numbers")
+                    })?;
+                    if w.iter().any(|x| !x.is_finite()) {
+                        anyhow::bail!("the ranker's {kind} weights are not all finite numbers");
+                    }
+                    Ok(Scorer::Linear(w))
+                }
+                (None, Some(trees)) => {
+                    if trees.is_empty() || trees.len() > MAX_TREES {
+                        anyhow::bail!("the ranker's {kind} trees: not 1 to {MAX_TREES} of them");
+                    }
+                    let trees = trees
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, t)| {
+                            Tree::check(t).map_err(|e| {
+                                anyhow::anyhow!("the ranker's {kind} tree {i} is invalid: {e}")
+                            })
+                        })
+                        .collect::<anyhow::Result<Vec<_>>>()?;
+                    Ok(Scorer::Trees(trees))
+                }
             }
-            Ok(w)
         };
+        let code = scorer("code")?;
+        let nl = scorer("nl")?;
         Ok(Ranker {
-            code: weights("code")?,
-            nl: weights("nl")?,
+            code,
+            nl,
             version: file.version,
         })
     }
@@ -148,19 +293,22 @@ impl Ranker {
     }
 
     /// Whether `kind`'s score reads the content features. They cost postings lookups and a
-    /// column per segment, so a kind whose weights ignore them (linear-v2's code queries)
+    /// column per segment, so a kind whose scorer ignores them (linear-v2's code queries)
     /// searches without computing them.
     pub fn reads_content(&self, kind: QueryKind) -> bool {
-        self.weights(kind)[N_RANK_FEATURES..]
-            .iter()
-            .any(|x| *x != 0.0)
+        self.scorer(kind).reads_content()
     }
 
-    fn weights(&self, kind: QueryKind) -> &[f32; N_FEATURES] {
+    fn scorer(&self, kind: QueryKind) -> &Scorer {
         match kind {
             QueryKind::Code => &self.code,
             QueryKind::Nl => &self.nl,
         }
+    }
+
+    /// A candidate's score for `kind`: higher ranks first.
+    pub fn score(&self, kind: QueryKind, features: &[f32; N_FEATURES]) -> f32 {
+        self.scorer(kind).score(features)
     }
 
     /// The union of the legs' candidates, best first by the learned score (ties by stable key);
@@ -173,12 +321,12 @@ impl Ranker {
         embedding: &LegHits,
         content: Option<Content>,
     ) -> Vec<Fused> {
-        let w = self.weights(kind);
+        let scorer = self.scorer(kind);
         let mut keys = super::tie::TieKeys::new(searcher);
         let mut fused: Vec<Fused> = candidates(searcher, bm25, embedding, content)
             .into_iter()
             .map(|c| Fused {
-                order: dot(w, &c.features),
+                order: scorer.score(&c.features),
                 key: keys.key(c.address),
                 address: c.address,
                 scores: c.scores,
@@ -334,7 +482,6 @@ mod tests {
         assert!(!ranker.version.is_empty());
         // Both kinds must prefer a chunk both legs rank first over one neither ranks well.
         for kind in [QueryKind::Code, QueryKind::Nl] {
-            let w = ranker.weights(kind);
             let mut best = [0.0; N_FEATURES];
             best[..11].copy_from_slice(&[1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.8, 0.0, 1.0, 0.0, 1.0]);
             best[12] = 1.0;
@@ -342,7 +489,8 @@ mod tests {
             let mut worst = [0.0; N_FEATURES];
             worst[..11].copy_from_slice(&[1.0, 1.0, 0.1, 0.025, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
             worst[13] = RRF_K / (RRF_K + 40.0);
-            assert!(dot(w, &best) > dot(w, &worst), "{kind:?}: {w:?}");
+            let (b, w) = (ranker.score(kind, &best), ranker.score(kind, &worst));
+            assert!(b > w, "{kind:?}: {b} against {w}");
         }
     }
 
@@ -391,12 +539,12 @@ mod tests {
                 "    for item in items:\n        total += item.size",
                 "markdown/blockparser.py",
             );
-            let w = ranker.weights(kind);
+            let score = |x| ranker.score(kind, x);
             match kind {
-                QueryKind::Nl => assert!(dot(w, &matching) > dot(w, &other)),
+                QueryKind::Nl => assert!(score(&matching) > score(&other)),
                 // Code queries keep linear-v1's order: the end-to-end completion eval scored
                 // its prompts better (README, "Content features in the ranker").
-                QueryKind::Code => assert_eq!(dot(w, &matching), dot(w, &other)),
+                QueryKind::Code => assert_eq!(score(&matching), score(&other)),
             }
         }
     }
@@ -418,6 +566,99 @@ mod tests {
         );
         assert!(Ranker::parse(&nan).is_err());
         assert!(Ranker::parse("not json").is_err());
+    }
+
+    /// A ranker file with `code` and `nl` given as the JSON values `code` and `nl`.
+    fn file_with(code: &str, nl: &str) -> String {
+        let names = serde_json::to_string(&FEATURES).unwrap();
+        format!(r#"{{"version":"t","features":{names},{code},{nl}}}"#)
+    }
+
+    #[test]
+    fn trees_score_by_walking_each_tree_and_summing_its_leaves() {
+        let linear = serde_json::to_string(&[0.0; N_FEATURES]).unwrap();
+        // Tree 1 splits on bm25_rr (3) then on q_cov (14); tree 2 is a constant.
+        let text = file_with(
+            &format!(r#""weights":{{"code":{linear}}}"#),
+            r#""trees":{"nl":[
+                {"nodes":[[3,0.5,1,-3],[14,0.25,-1,-2]],"leaves":[-1.0,0.5,2.0]},
+                {"nodes":[],"leaves":[0.25]}]}"#,
+        );
+        let ranker = Ranker::parse(&text).unwrap();
+        let at = |bm25_rr: f32, q_cov: f32| {
+            let mut x = [0.0; N_FEATURES];
+            x[3] = bm25_rr;
+            x[14] = q_cov;
+            ranker.score(QueryKind::Nl, &x)
+        };
+        assert_eq!(at(0.9, 0.0), 2.25);
+        assert_eq!(at(0.5, 0.25), -0.75); // at the threshold: left, twice
+        assert_eq!(at(0.1, 0.3), 0.75);
+        assert!(ranker.reads_content(QueryKind::Nl));
+        assert!(!ranker.reads_content(QueryKind::Code));
+        assert_eq!(ranker.score(QueryKind::Code, &[1.0; N_FEATURES]), 0.0);
+    }
+
+    #[test]
+    fn tree_files_that_could_loop_or_read_out_of_range_are_refused() {
+        let linear = serde_json::to_string(&[0.0; N_FEATURES]).unwrap();
+        let code = format!(r#""weights":{{"code":{linear}}}"#);
+        let nl = |tree: &str| format!(r#""trees":{{"nl":[{tree}]}}"#);
+        let cases = [
+            // a child before its parent: a walk that never ends
+            (
+                r#"{"nodes":[[0,0.5,1,-1],[0,0.5,0,-1]],"leaves":[1.0]}"#,
+                "out of order",
+            ),
+            // itself
+            (r#"{"nodes":[[0,0.5,0,-1]],"leaves":[1.0]}"#, "out of order"),
+            (
+                r#"{"nodes":[[0,0.5,2,-1],[0,0.5,-1,-1]],"leaves":[1.0]}"#,
+                "out of order",
+            ),
+            (
+                r#"{"nodes":[[0,0.5,-1,-3]],"leaves":[1.0,2.0]}"#,
+                "out of order",
+            ),
+            (
+                r#"{"nodes":[[0,0.5,-1,-9223372036854775808]],"leaves":[1.0]}"#,
+                "out of order",
+            ),
+            (
+                r#"{"nodes":[[99,0.5,-1,-2]],"leaves":[1.0,2.0]}"#,
+                "feature 99",
+            ),
+            (r#"{"nodes":[],"leaves":[]}"#, "missing"),
+            (r#"{"nodes":[],"leaves":[1e300]}"#, "not within"),
+            (r#"{"nodes":[],"leaves":[1.0,2.0]}"#, "several leaves"),
+        ];
+        for (tree, why) in cases {
+            let e = Ranker::parse(&file_with(&code, &nl(tree)))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("nl tree 0") && e.contains(why), "{tree}: {e}");
+        }
+        // JSON has no infinities: serde refuses numbers beyond f64 (checked again after it).
+        for tree in [
+            r#"{"nodes":[[0,1e999,-1,-2]],"leaves":[1.0,2.0]}"#,
+            r#"{"nodes":[[0,0.5,-1,-2]],"leaves":[1.0,-1e999]}"#,
+        ] {
+            assert!(Ranker::parse(&file_with(&code, &nl(tree))).is_err());
+        }
+        let e = Ranker::parse(&file_with(&code, r#""trees":{"nl":[]}"#)).unwrap_err();
+        assert!(e.to_string().contains("not 1 to"), "{e}");
+        let both = file_with(
+            &format!(r#""weights":{{"code":{linear},"nl":{linear}}}"#),
+            r#""trees":{"nl":[{"nodes":[],"leaves":[1.0]}]}"#,
+        );
+        let e = Ranker::parse(&both).unwrap_err().to_string();
+        assert!(e.contains("both weights and trees"), "{e}");
+        let neither = file_with(&code, r#""trees":{}"#);
+        let e = Ranker::parse(&neither).unwrap_err().to_string();
+        assert!(e.contains("no weights or trees for nl"), "{e}");
+        let many = vec![r#"{"nodes":[],"leaves":[1.0]}"#; MAX_TREES + 1].join(",");
+        let e = Ranker::parse(&file_with(&code, &format!(r#""trees":{{"nl":[{many}]}}"#)));
+        assert!(e.unwrap_err().to_string().contains("not 1 to"));
     }
 
     #[test]
