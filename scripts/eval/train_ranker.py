@@ -56,6 +56,27 @@ def read_queries(path):
     return queries
 
 
+def read_features(sets_dir, splits):
+    """Each set's candidates (SETS_DIR/<set>/features.jsonl) by set name, and the feature
+    names they share; exits when none are found or two sets name other features."""
+    data, names = {}, None
+    for name in sorted(splits):
+        path = os.path.join(sets_dir, name, 'features.jsonl')
+        if not os.path.exists(path):
+            print(f'{name}: no features.jsonl, skipped', file=sys.stderr)
+            continue
+        qs = read_queries(path)
+        if not qs:
+            continue
+        names = names or qs[0]['features']
+        if qs[0]['features'] != names:
+            sys.exit(f'{name}: other features than the other sets')
+        data[name] = qs
+    if not data:
+        sys.exit('no features found')
+    return data, names
+
+
 def dot(w, x):
     return sum(a * b for a, b in zip(w, x))
 
@@ -208,22 +229,7 @@ def main():
                             '--corpus', d, '--legs', 'bm25', '--features-out', path + '.partial'],
                            check=True, stdout=subprocess.DEVNULL)
             os.replace(path + '.partial', path)
-    data = {}
-    names = None
-    for name in sorted(splits):
-        path = os.path.join(args.sets_dir, name, 'features.jsonl')
-        if not os.path.exists(path):
-            print(f'{name}: no features.jsonl, skipped', file=sys.stderr)
-            continue
-        qs = read_queries(path)
-        if not qs:
-            continue
-        names = names or qs[0]['features']
-        if qs[0]['features'] != names:
-            sys.exit(f'{name}: other features than the other sets')
-        data[name] = qs
-    if not data:
-        sys.exit('no features found')
+    data, names = read_features(args.sets_dir, splits)
     dim = len(names)
     fixed = {names.index('bias')}
     weights, trained_on = {}, {}

@@ -91,20 +91,7 @@ def main():
         ap.error('--kinds takes nl and/or code')
 
     splits = train_ranker.read_splits(args.sets_dir)
-    data, names = {}, None
-    for name in sorted(splits):
-        path = os.path.join(args.sets_dir, name, 'features.jsonl')
-        if not os.path.exists(path):
-            continue
-        qs = train_ranker.read_queries(path)
-        if not qs:
-            continue
-        names = names or qs[0]['features']
-        if qs[0]['features'] != names:
-            sys.exit(f'{name}: other features than the other sets')
-        data[name] = qs
-    if not data:
-        sys.exit('no features found')
+    data, names = train_ranker.read_features(args.sets_dir, splits)
 
     linear = json.load(open(args.linear_from))
     if linear['features'] != names:
