@@ -7,6 +7,7 @@ ranker file whose kinds hold trees instead of linear weights
 Usage:
   scripts/eval/train_ranker_trees.py SETS_DIR OUT.json [--kinds nl,code] [--linear-from RANKER]
       [--version NAME] [--trees 500] [--leaves 7] [--rate 0.03] [--min-leaf 100] [--seed N]
+      [--rank-features-only]
     SETS_DIR as for train_ranker.py (splits.tsv, <set>/features.jsonl); `train` sets are
     fitted on, `dev` sets only scored. For the ranker that ships, SETS_DIR is the `ranker/`
     directory of scripts/eval/crossfit_ranker.py: features whose embedding leg comes from a
@@ -85,6 +86,9 @@ def main():
     ap.add_argument('--rate', type=float, default=0.03)
     ap.add_argument('--min-leaf', type=int, default=100)
     ap.add_argument('--seed', type=int, default=20261206)
+    ap.add_argument('--rank-features-only', action='store_true',
+                    help="train on the 14 rank features alone (the content features' columns "
+                    "held at 0): what the content features add")
     args = ap.parse_args()
     kinds = [k for k in args.kinds.split(',') if k]
     if any(k not in ('nl', 'code') for k in kinds):
@@ -106,6 +110,8 @@ def main():
         train = [q for n, qs in data.items() if splits[n]['split'] == 'train'
                  for q in qs if q['ranker_kind'] == kind and q['candidates']]
         x = np.array([c['x'] for q in train for c in q['candidates']], dtype=np.float64)
+        if args.rank_features_only:
+            x[:, names.index('q_cov'):] = 0.0
         y = np.array([1 if c['relevant'] else 0 for q in train for c in q['candidates']])
         group = [len(q['candidates']) for q in train]
         print(f'{kind}: {len(train)} training queries, {len(y)} candidates', file=sys.stderr)
@@ -154,6 +160,7 @@ def main():
                           queries=trained_on, objective='lambdarank', trees=args.trees,
                           leaves=args.leaves, rate=args.rate, min_leaf=args.min_leaf,
                           seed=args.seed, lightgbm=lgb.__version__,
+                          rank_features_only=args.rank_features_only,
                           features='cross-fitted (scripts/eval/crossfit_ranker.py)',
                           linear_from=dict(file=os.path.basename(args.linear_from),
                                            version=linear['version'],
