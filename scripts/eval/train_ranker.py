@@ -171,8 +171,10 @@ def refine(w, sets, fixed_zero, rounds=REFINE_ROUNDS):
 
 
 def metrics(queries, key):
-    """Recall@10 (any relevant candidate in the top 10) and MRR@10, at most CAP hits per
-    file."""
+    """Recall@10 and MRR@10, at most CAP hits per file. Recall is the share of the query's
+    relevant ranges that the top 10 overlaps, as `tabby eval` and ../shared/eval/score.py
+    count it (features written before candidates named their `hits`: whether any relevant
+    candidate is in the top 10)."""
     r10 = mrr = 0.0
     for q in queries:
         ranked = sorted(q['candidates'], key=key, reverse=True)
@@ -186,9 +188,13 @@ def metrics(queries, key):
                 break
         for rank, c in enumerate(top, 1):
             if c['relevant']:
-                r10 += 1
                 mrr += 1 / rank
                 break
+        if 'relevant_count' in q:
+            found = {h for c in top for h in c['hits']}
+            r10 += len(found) / max(1, q['relevant_count'])
+        else:
+            r10 += any(c['relevant'] for c in top)
     n = max(1, len(queries))
     return r10 / n, mrr / n
 

@@ -564,6 +564,12 @@ fn eval_generate_builds_a_set_in_every_language_with_tags() {
                 "{c}"
             );
             assert!(c["end_line"].as_u64() >= c["start_line"].as_u64(), "{c}");
+            // Which of the query's relevant ranges it overlaps, by index: what the trainer
+            // needs to measure Recall@10 as the scorer does (the share of ranges found).
+            let hits = c["hits"].as_array().unwrap();
+            assert_eq!(c["relevant"] == true, !hits.is_empty(), "{c}");
+            let count = row["relevant_count"].as_u64().unwrap();
+            assert!(hits.iter().all(|h| h.as_u64() < Some(count)), "{row}");
         }
     }
     assert!(

@@ -252,20 +252,6 @@ struct Ceiling {
     n: usize,
 }
 
-/// The share of the query's relevant ranges that some result overlaps, at any rank.
-fn recall_in(query: &EvalQuery, results: &[Range]) -> f64 {
-    let found = query
-        .relevant
-        .iter()
-        .filter(|r| {
-            results.iter().any(|x| {
-                x.filepath == r.filepath && x.start_line <= r.end_line && r.start_line <= x.end_line
-            })
-        })
-        .count();
-    found as f64 / query.relevant.len().max(1) as f64
-}
-
 fn add(total: &mut Metrics, m: &Metrics) {
     for i in 0..3 {
         total.recall[i] += m.recall[i];
@@ -467,9 +453,9 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         let ceiling = ceilings.entry(query.kind.clone()).or_default();
         ceiling.n += 1;
         for (sum, found) in ceiling.recall.iter_mut().zip([
-            recall_in(query, &bm25_all),
-            recall_in(query, &embedding_all),
-            recall_in(query, &either),
+            recall_all(query, &bm25_all),
+            recall_all(query, &embedding_all),
+            recall_all(query, &either),
             score(query, &uncapped).recall[2],
         ]) {
             *sum += found;
@@ -690,9 +676,11 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One JSON line: the query's id, set, kind and language, and each candidate of either leg
-/// with the ranker's features and whether it overlaps a relevant range (the training data of
-/// scripts/eval/train_ranker.py).
+/// One JSON line: the query's id, set, kind, language and number of relevant ranges, and each
+/// candidate of either leg with the ranker's features, whether it overlaps a relevant range and
+/// which ones (by their index in the query's list: Recall@10 is the share of them the top 10
+/// overlaps, so a trainer can measure what the scorer measures), the training data of
+/// scripts/eval/train_ranker.py.
 fn write_features(
     out: &mut impl Write,
     query: &EvalQuery,
@@ -712,13 +700,17 @@ fn write_features(
         .filter_map(|c| {
             let doc = CodeSearchService::document(&legs.searcher, c.address)?;
             let range = to_range(&doc);
-            let relevant = recall_in(query, std::slice::from_ref(&range)) > 0.0;
+            let hits: Vec<usize> = (query.relevant.iter().enumerate())
+                .filter(|(_, r)| overlaps(r, &range))
+                .map(|(i, _)| i)
+                .collect();
             Some(json!({
                 "file": doc.file_id,
                 "filepath": range.filepath,
                 "start_line": range.start_line,
                 "end_line": range.end_line,
-                "relevant": relevant,
+                "relevant": !hits.is_empty(),
+                "hits": hits,
                 "x": c.features,
             }))
         })
@@ -731,6 +723,7 @@ fn write_features(
             "kind": query.kind,
             "ranker_kind": format!("{:?}", legs.kind).to_lowercase(),
             "language": query.language,
+            "relevant_count": query.relevant.len(),
             "features": ranker::FEATURES,
             "candidates": rows,
         })
