@@ -24,6 +24,9 @@ pub struct OutlineLine {
     pub header: bool,
     /// A name the language marks as private by convention (`_name` in Python).
     pub private: bool,
+    /// The name the line defines (the type's name on a header; empty where a line defines
+    /// no one name, such as an import statement a package's facade offers).
+    pub name: String,
 }
 
 /// Most bytes of one outline line.
@@ -49,6 +52,7 @@ pub fn outline(
         text: cut(lines.get(line).copied().unwrap_or_default().trim_end()),
         header,
         private: name.starts_with('_'),
+        name: name.to_string(),
     };
     let dunder = |name: &str| name.len() > 4 && name.starts_with("__") && name.ends_with("__");
     let mut out = Vec::new();

@@ -3,7 +3,8 @@
 //! definitions) or a type (its members) — written as the signature lines of those definitions,
 //! so that the model sees the names it may write next. The type of a variable is read from the
 //! prefix (`x: Type`, `x = Type(…)`, `x := &Type{…}`) or guessed from its name (`tokenizer` →
-//! `Tokenizer`); every lookup stays within the request's source.
+//! `Tokenizer`); every lookup stays within the request's source. When an outline does not fit
+//! its budget, the members that the source uses most (not counting their definitions) stay.
 
 use std::sync::{Arc, OnceLock};
 
@@ -16,8 +17,11 @@ use tabby_index::code::{
 use tantivy::Searcher;
 
 use super::{
-    CodeSearchService, generation_cache::PerGeneration, import_search::EditedFile, query,
-    symbols::SymbolUse,
+    CodeSearchService,
+    generation_cache::PerGeneration,
+    import_search::EditedFile,
+    query,
+    symbols::{self, SymbolUse},
 };
 
 /// Files whose parse is kept per searcher generation, and their bytes in all.
@@ -274,10 +278,12 @@ impl CodeSearchService {
                 }
             }
         }
+        let uses = member_uses(&lookup, &outlined, max_bytes);
         Ok(fit(
             outlined,
             max_bytes,
             Access::of(&language, &query.content),
+            &uses,
         ))
     }
 
@@ -409,6 +415,7 @@ impl CodeSearchService {
                         text: s.text,
                         header: false,
                         private: !facade,
+                        name: String::new(),
                     })
                     .collect();
                     lines.extend(defined);
@@ -450,6 +457,45 @@ impl CodeSearchService {
             }
         }
     }
+}
+
+/// Most member names whose uses are counted for one outline (each count is one search of the
+/// index); members past them count 0.
+const MAX_COUNTED: usize = 64;
+
+/// For each outline line, how many chunks of the request's source use the name it defines,
+/// when the outlines do not all fit in `max_bytes` (else 0 for all: nothing is left out). A
+/// name's later lines (overloads: Python's `@overload` stubs, a TypeScript signature list)
+/// count 0, so one much-used name does not crowd out the others. A line that defines no one
+/// name (a facade's import statement) ranks first, where file order put it; headers count 0
+/// (they go in first anyway).
+fn member_uses(
+    lookup: &Lookup,
+    outlined: &[(String, Vec<OutlineLine>)],
+    max_bytes: usize,
+) -> Vec<Vec<usize>> {
+    let mut uses: Vec<Vec<usize>> = outlined.iter().map(|(_, l)| vec![0; l.len()]).collect();
+    let total: usize = (outlined.iter().flat_map(|(_, l)| l))
+        .map(|l| l.text.len() + 1)
+        .sum();
+    if total <= max_bytes {
+        return uses;
+    }
+    let mut seen: std::collections::HashSet<&str> = Default::default();
+    for (i, (_, lines)) in outlined.iter().enumerate() {
+        for (j, line) in lines.iter().enumerate() {
+            uses[i][j] = if line.header {
+                0
+            } else if line.name.is_empty() {
+                usize::MAX
+            } else if !seen.insert(&line.name) || seen.len() > MAX_COUNTED {
+                0
+            } else {
+                symbols::identifier_uses(lookup.searcher, &lookup.query.source_id, &line.name)
+            };
+        }
+    }
+    uses
 }
 
 /// Whether the cursor follows Python's `super().` (maybe with the member's name begun).
@@ -681,12 +727,13 @@ fn takes_self(line: &str) -> bool {
 
 /// The outlines cut to `max_bytes` in all (each line with its newline): headers first, then
 /// the members `access` reaches (public ones, then private ones), then the others the same
-/// way, each group in file order; lines are written in file order. An outline left with no
-/// member line is dropped.
+/// way, each group by `uses` (the most used first; equal ones in file order); lines are
+/// written in file order. An outline left with no member line is dropped.
 fn fit(
     outlines: Vec<(String, Vec<OutlineLine>)>,
     max_bytes: usize,
     access: Access,
+    uses: &[Vec<usize>],
 ) -> Vec<CodeOutline> {
     let mut used = 0;
     let mut keep: Vec<Vec<bool>> = outlines.iter().map(|(_, l)| vec![false; l.len()]).collect();
@@ -700,14 +747,18 @@ fn fit(
         &|l| member(l, false, false),
         &|l| member(l, false, true),
     ];
+    let mut order: Vec<(usize, usize)> = (outlines.iter().enumerate())
+        .flat_map(|(i, (_, lines))| (0..lines.len()).map(move |j| (i, j)))
+        .collect();
+    let used_by = |i: usize, j: usize| uses.get(i).and_then(|u| u.get(j)).copied();
+    order.sort_by_key(|&(i, j)| std::cmp::Reverse(used_by(i, j).unwrap_or(0)));
     for pass in passes {
-        for (i, (_, lines)) in outlines.iter().enumerate() {
-            for (j, line) in lines.iter().enumerate() {
-                let cost = line.text.len() + 1;
-                if pass(line) && !keep[i][j] && used + cost <= max_bytes {
-                    keep[i][j] = true;
-                    used += cost;
-                }
+        for &(i, j) in &order {
+            let line = &outlines[i].1[j];
+            let cost = line.text.len() + 1;
+            if pass(line) && !keep[i][j] && used + cost <= max_bytes {
+                keep[i][j] = true;
+                used += cost;
             }
         }
     }
@@ -948,6 +999,7 @@ mod tests {
             text: text.into(),
             header,
             private: false,
+            name: String::new(),
         };
         let lines = vec![
             line("impl Error {", true),
@@ -955,7 +1007,7 @@ mod tests {
             line("    pub fn is_user(&self) -> bool {", false),
             line("    pub(super) fn new_closed() -> Error {", false),
         ];
-        let outline = |access| fit(vec![("src/error.rs".into(), lines.clone())], 56, access);
+        let outline = |access| fit(vec![("src/error.rs".into(), lines.clone())], 56, access, &[]);
         assert_eq!(
             outline(Access::Associated)[0].body,
             "impl Error {\n    pub(super) fn new_closed() -> Error {\n"
@@ -1018,10 +1070,12 @@ mod tests {
     }
 
     fn line(text: &str, header: bool, private: bool) -> OutlineLine {
+        let name = text.trim().strip_prefix("def ").unwrap_or_default();
         OutlineLine {
             text: text.into(),
             header,
             private,
+            name: name.split('(').next().unwrap_or_default().to_string(),
         }
     }
 
@@ -1036,18 +1090,51 @@ mod tests {
                 line("    def n(self, a, b):", false, false),
             ],
         )];
-        let all = fit(outlines.clone(), 1000, Access::Any);
+        let all = fit(outlines.clone(), 1000, Access::Any, &[]);
         assert_eq!(
             all[0].body,
             "class A:\n    def _p(self):\n    def m(self):\n    def n(self, a, b):\n"
         );
         // Room for the header and the two public members only.
-        let some = fit(outlines.clone(), 9 + 17 + 23, Access::Any);
+        let some = fit(outlines.clone(), 9 + 17 + 23, Access::Any, &[]);
         assert_eq!(
             some[0].body,
             "class A:\n    def m(self):\n    def n(self, a, b):\n"
         );
         // The header alone is no outline.
-        assert!(fit(outlines, 12, Access::Any).is_empty());
+        assert!(fit(outlines, 12, Access::Any, &[]).is_empty());
+    }
+
+    #[test]
+    fn the_most_used_members_fit_first_and_are_written_in_file_order() {
+        let outlines = vec![(
+            "core.py".to_string(),
+            vec![
+                line("class Markdown:", true, false),
+                line("    def build_parser(self):", false, false),
+                line("    def registerExtensions(self, extensions):", false, false),
+                line("    def is_block_level(self, tag):", false, false),
+                line("    def convert(self, source):", false, false),
+                line("    def _private(self):", false, true),
+            ],
+        )];
+        let uses = vec![vec![0, 2, 1, 9, 40, 99]];
+        // Room for the header and two members: the two most used public ones, in file order.
+        let budget = 16 + 35 + 31;
+        let two = fit(outlines.clone(), budget, Access::Any, &uses);
+        assert_eq!(
+            two[0].body,
+            "class Markdown:\n    def is_block_level(self, tag):\n    def convert(self, source):\n"
+        );
+        // Without counts it is file order, as before.
+        let file_order = fit(outlines.clone(), budget, Access::Any, &[]);
+        assert_eq!(
+            file_order[0].body,
+            "class Markdown:\n    def build_parser(self):\n    def is_block_level(self, tag):\n"
+        );
+        // A private member stays behind the public ones however much it is used.
+        let all_public = fit(outlines, 16 + 28 + 46 + 35 + 31, Access::Any, &uses);
+        assert_eq!(all_public[0].body.lines().count(), 5, "{}", all_public[0].body);
+        assert!(!all_public[0].body.contains("_private"), "{}", all_public[0].body);
     }
 }

@@ -10,7 +10,8 @@ use tabby_common::{
     },
 };
 use tantivy::{
-    Term,
+    Searcher, Term,
+    collector::Count,
     query::{BooleanQuery, Occur, Query, TermQuery},
     schema::IndexRecordOption,
 };
@@ -107,4 +108,35 @@ impl CodeSearchService {
         }
         Ok(files)
     }
+}
+
+/// How many chunks of `source_id` use the identifier `name`: hold it as a code token without
+/// defining it (a class whose subclasses all override `run` does not make `run` a much-used
+/// name). 0 for a name that is not one token.
+pub fn identifier_uses(searcher: &Searcher, source_id: &str, name: &str) -> usize {
+    let tokens = tokenize_code(name);
+    let [token] = tokens.as_slice() else {
+        return 0;
+    };
+    let schema = IndexSchema::instance();
+    let mut clauses = code_search_filter(source_id, None, None);
+    clauses.push((
+        Occur::Must,
+        Box::new(TermQuery::new(
+            Term::from_field_text(schema.field_chunk_tokens, token),
+            IndexRecordOption::Basic,
+        )),
+    ));
+    if let Some(word) = search_words(name).into_iter().next() {
+        clauses.push((
+            Occur::MustNot,
+            Box::new(TermQuery::new(
+                Term::from_field_text(schema.field_chunk_symbols, &word),
+                IndexRecordOption::Basic,
+            )),
+        ));
+    }
+    searcher
+        .search(&BooleanQuery::new(clauses), &Count)
+        .unwrap_or(0)
 }

@@ -1120,6 +1120,73 @@ async fn receiver_outlines_follow_imports_and_types() {
     );
 }
 
+/// An outline that does not fit keeps the members its repository uses most (chunks that hold
+/// the name without defining it, in the request's own source only), written in file order.
+#[tokio::test]
+async fn outlines_that_do_not_fit_keep_the_members_the_repository_uses_most() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("repo-a");
+    // `convert` twice, as overloads are written: one name, counted once.
+    let core = "class Markdown:\n    def build_parser(self):\n        pass\n\n    def register_extensions(self, extensions):\n        pass\n\n    def convert(self, source):\n        pass\n\n    def convert(self):\n        pass\n\n    def reset(self):\n        pass\n";
+    write(&a, "md/core.py", core);
+    for i in 0..6 {
+        write(
+            &a,
+            &format!("md/use_{i}.py"),
+            &format!("def render_{i}(md, text):\n    md.reset()\n    return md.convert(text)\n"),
+        );
+    }
+    // Subclasses that override `build_parser` define the name; they do not use it.
+    for i in 0..8 {
+        write(
+            &a,
+            &format!("md/sub_{i}.py"),
+            &format!("class Sub{i}(Markdown):\n    def build_parser(self):\n        return {i}\n"),
+        );
+    }
+    // Another source calls `build_parser` everywhere: its uses do not count for source a.
+    let b = tmp.path().join("repo-b");
+    write(&b, "md/core.py", core);
+    for i in 0..12 {
+        write(
+            &b,
+            &format!("md/use_{i}.py"),
+            &format!("def build_{i}(md):\n    return md.build_parser()\n"),
+        );
+    }
+    let (service, _) =
+        index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], true).await;
+    let outline = |source: &str, max_bytes: usize| {
+        let query = CodeSearchQuery {
+            filepath: Some("md/use_0.py".into()),
+            language: Some("python".into()),
+            content: "def f(md: Markdown):\n    html = md.".into(),
+            source_id: source.into(),
+            include_generated: false,
+        };
+        let found = service.receiver_outline(&query, max_bytes).unwrap();
+        found.into_iter().map(|o| o.body).collect::<Vec<_>>()
+    };
+    // Room for the header and two members: the two most used names, not one name twice.
+    let budget = "class Markdown:\n    def convert(self, source):\n    def convert(self):\n".len();
+    assert_eq!(
+        outline("config:a", budget),
+        vec!["class Markdown:\n    def convert(self, source):\n    def reset(self):\n"]
+    );
+    assert_eq!(
+        outline("config:b", budget),
+        vec!["class Markdown:\n    def build_parser(self):\n    def convert(self):\n"],
+        "source b's own uses"
+    );
+    // When everything fits, nothing is counted or reordered.
+    assert_eq!(
+        outline("config:a", 4096),
+        vec![
+            "class Markdown:\n    def build_parser(self):\n    def register_extensions(self, extensions):\n    def convert(self, source):\n    def convert(self):\n    def reset(self):\n"
+        ]
+    );
+}
+
 /// The content features of real candidates: the chunk sides the indexer stored (definition
 /// name, head, path, module) and the query terms found through the postings.
 #[tokio::test]
