@@ -1007,7 +1007,14 @@ mod tests {
             line("    pub fn is_user(&self) -> bool {", false),
             line("    pub(super) fn new_closed() -> Error {", false),
         ];
-        let outline = |access| fit(vec![("src/error.rs".into(), lines.clone())], 56, access, &[]);
+        let outline = |access| {
+            fit(
+                vec![("src/error.rs".into(), lines.clone())],
+                56,
+                access,
+                &[],
+            )
+        };
         assert_eq!(
             outline(Access::Associated)[0].body,
             "impl Error {\n    pub(super) fn new_closed() -> Error {\n"
@@ -1112,7 +1119,11 @@ mod tests {
             vec![
                 line("class Markdown:", true, false),
                 line("    def build_parser(self):", false, false),
-                line("    def registerExtensions(self, extensions):", false, false),
+                line(
+                    "    def registerExtensions(self, extensions):",
+                    false,
+                    false,
+                ),
                 line("    def is_block_level(self, tag):", false, false),
                 line("    def convert(self, source):", false, false),
                 line("    def _private(self):", false, true),
@@ -1134,7 +1145,16 @@ mod tests {
         );
         // A private member stays behind the public ones however much it is used.
         let all_public = fit(outlines, 16 + 28 + 46 + 35 + 31, Access::Any, &uses);
-        assert_eq!(all_public[0].body.lines().count(), 5, "{}", all_public[0].body);
-        assert!(!all_public[0].body.contains("_private"), "{}", all_public[0].body);
+        assert_eq!(
+            all_public[0].body.lines().count(),
+            5,
+            "{}",
+            all_public[0].body
+        );
+        assert!(
+            !all_public[0].body.contains("_private"),
+            "{}",
+            all_public[0].body
+        );
     }
 }

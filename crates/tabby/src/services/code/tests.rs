@@ -1154,8 +1154,7 @@ async fn outlines_that_do_not_fit_keep_the_members_the_repository_uses_most() {
             &format!("def build_{i}(md):\n    return md.build_parser()\n"),
         );
     }
-    let (service, _) =
-        index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], true).await;
+    let (service, _) = index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], true).await;
     let outline = |source: &str, max_bytes: usize| {
         let query = CodeSearchQuery {
             filepath: Some("md/use_0.py".into()),
