@@ -39,37 +39,16 @@ impl CodeSearchService {
         kind: SymbolUse,
         limit: usize,
     ) -> Result<Vec<CodeSearchDocument>, CodeSearchError> {
-        let schema = IndexSchema::instance();
+        let terms = symbol_terms(symbol, kind);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut clauses = code_search_filter(source_id, None, None);
-        match kind {
-            SymbolUse::Definition => {
-                // The whole identifier, lower-cased and stemmed as the index holds it.
-                let Some(word) = search_words(symbol).into_iter().next() else {
-                    return Ok(Vec::new());
-                };
-                clauses.push((
-                    Occur::Must,
-                    Box::new(TermQuery::new(
-                        Term::from_field_text(schema.field_chunk_symbols, &word),
-                        IndexRecordOption::WithFreqs,
-                    )) as Box<dyn Query>,
-                ));
-            }
-            SymbolUse::Occurrence => {
-                let tokens = tokenize_code(symbol);
-                if tokens.is_empty() {
-                    return Ok(Vec::new());
-                }
-                for token in tokens {
-                    clauses.push((
-                        Occur::Must,
-                        Box::new(TermQuery::new(
-                            Term::from_field_text(schema.field_chunk_tokens, &token),
-                            IndexRecordOption::WithFreqs,
-                        )),
-                    ));
-                }
-            }
+        for term in terms {
+            clauses.push((
+                Occur::Must,
+                Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>,
+            ));
         }
         let searcher = self.loaded()?.reader.searcher();
         // Equal scores (a name defined in several files) by the chunks' stable keys.
@@ -110,31 +89,40 @@ impl CodeSearchService {
     }
 }
 
+/// The index terms a chunk must hold to match `symbol` as `kind` says: the whole identifier,
+/// lower-cased and stemmed as `chunk_symbols` holds it, for a definition; each code token in
+/// `chunk_tokens` for an occurrence. None when `symbol` has no word.
+fn symbol_terms(symbol: &str, kind: SymbolUse) -> Vec<Term> {
+    let schema = IndexSchema::instance();
+    match kind {
+        SymbolUse::Definition => (search_words(symbol).into_iter().next())
+            .map(|word| Term::from_field_text(schema.field_chunk_symbols, &word))
+            .into_iter()
+            .collect(),
+        SymbolUse::Occurrence => tokenize_code(symbol)
+            .iter()
+            .map(|token| Term::from_field_text(schema.field_chunk_tokens, token))
+            .collect(),
+    }
+}
+
 /// How many chunks of `source_id` use the identifier `name`: hold it as a code token without
 /// defining it (a class whose subclasses all override `run` does not make `run` a much-used
-/// name). 0 for a name that is not one token.
+/// name). 0 for a name with no code token.
 pub fn identifier_uses(searcher: &Searcher, source_id: &str, name: &str) -> usize {
-    let tokens = tokenize_code(name);
-    let [token] = tokens.as_slice() else {
+    let used = symbol_terms(name, SymbolUse::Occurrence);
+    if used.is_empty() {
         return 0;
-    };
-    let schema = IndexSchema::instance();
+    }
+    let defined = symbol_terms(name, SymbolUse::Definition);
     let mut clauses = code_search_filter(source_id, None, None);
-    clauses.push((
-        Occur::Must,
-        Box::new(TermQuery::new(
-            Term::from_field_text(schema.field_chunk_tokens, token),
-            IndexRecordOption::Basic,
-        )),
-    ));
-    if let Some(word) = search_words(name).into_iter().next() {
-        clauses.push((
-            Occur::MustNot,
-            Box::new(TermQuery::new(
-                Term::from_field_text(schema.field_chunk_symbols, &word),
-                IndexRecordOption::Basic,
-            )),
-        ));
+    for (occur, terms) in [(Occur::Must, used), (Occur::MustNot, defined)] {
+        for term in terms {
+            clauses.push((
+                occur,
+                Box::new(TermQuery::new(term, IndexRecordOption::Basic)) as Box<dyn Query>,
+            ));
+        }
     }
     searcher
         .search(&BooleanQuery::new(clauses), &Count)
