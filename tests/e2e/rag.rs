@@ -156,6 +156,65 @@ async fn serve_shop(repo: &Path, extra: &str, probe: &str) -> (TabbyServer, [Fak
     (server, [model, embedder])
 }
 
+/// With `[completion] snippets_of_used_names`, a search hit enters the prompt only when it
+/// defines a name the editor's text or the file's imports use: the imported function's
+/// definition stays, a look-alike the file never touches goes; by default both are snippets.
+#[tokio::test]
+async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = make_repo(
+        tmp.path(),
+        "shop",
+        &[
+            (
+                "src/pricing.py",
+                "def compute_discounted_price(price, discount_rate):\n    return round(price * (1 - discount_rate), 2)\n",
+            ),
+            (
+                "src/regional.py",
+                "def regional_discounted_price_total(price, discount_rate, region):\n    return round(price * (1 - discount_rate), 2) + len(region)\n",
+            ),
+            (
+                "src/cart.py",
+                "from pricing import compute_discounted_price\n\n\ndef cart_total(items):\n    return sum(item.price for item in items)\n",
+            ),
+        ],
+    );
+    let request = json!({
+        "language": "python",
+        "segments": {
+            "prefix": "def checkout(price, discount_rate):\n    # the discounted price\n    return ",
+            "suffix": "\n",
+            "filepath": "src/cart.py",
+            "git_url": "git@github.com:acme/shop.git"
+        },
+        "debug_options": {"return_snippets": true}
+    });
+    let mut seen = Vec::new();
+    for extra in ["", "[completion]\nsnippets_of_used_names = true\n"] {
+        let (server, _models) = serve_shop(&repo, extra, "regional_discounted_price_total").await;
+        let (status, answer) = post_json(&server.url("/v1/completions"), &request).await;
+        assert_eq!(status, 200, "{answer}");
+        let mut paths: Vec<String> = answer["debug_data"]["snippets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["filepath"].as_str().unwrap().to_string())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        seen.push(paths);
+    }
+    // `compute_discounted_price` is used only by the file's import statement (read from the
+    // index); nothing in the file names `regional_discounted_price_total`.
+    assert_eq!(
+        seen[0],
+        ["src/pricing.py", "src/regional.py"],
+        "default: {seen:?}"
+    );
+    assert_eq!(seen[1], ["src/pricing.py"], "with the setting: {seen:?}");
+}
+
 /// The edited file's own import statements, read from its indexed version, reach the prompt
 /// above the editor's window (which starts below them): the repository's module first, whole,
 /// once; a request for a repository that is not configured gets none.

@@ -18,7 +18,7 @@ pub fn clip_to_last_bytes(text: &str, max_bytes: usize) -> &str {
 }
 
 /// The first `max_bytes` bytes of `text`, moved back to a char boundary.
-fn clip_to_first_bytes(text: &str, max_bytes: usize) -> &str {
+pub fn clip_to_first_bytes(text: &str, max_bytes: usize) -> &str {
     if text.len() <= max_bytes {
         return text;
     }

@@ -12,7 +12,7 @@ use async_openai::types::chat::{CreateChatCompletionRequest, CreateChatCompletio
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-pub use clip::{ClippedSegments, clip_prefix_for_budget, clip_to_last_bytes};
+pub use clip::{ClippedSegments, clip_prefix_for_budget, clip_to_first_bytes, clip_to_last_bytes};
 pub use decoding::{StopCondition, StopConditionFactory};
 
 /// Sampling options for one completion request.

@@ -73,6 +73,8 @@ pub struct Variant {
     best_last: bool,
     /// `agree`: `search_hits_from_both_legs = true`.
     agree: bool,
+    /// `usednames` / `anynames`: `snippets_of_used_names = true` / `false`.
+    used_names: Option<bool>,
     /// `headerN`: `import_header_bytes = N`.
     import_header_bytes: Option<usize>,
     /// `outlineN`: `outline_bytes = N`.
@@ -96,7 +98,8 @@ fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
 
 impl Variant {
     /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
-    /// `snippetsN`, `maxN`, `clipN`, `headerN`, `outlineN`, `importsN`, `upstream`, combined
+    /// `snippetsN`, `maxN`, `clipN`, `headerN`, `outlineN`, `importsN`, `usednames`, `anynames`,
+    /// `upstream`, combined
     /// with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
@@ -119,6 +122,7 @@ impl Variant {
             no_search: false,
             best_last: false,
             agree: false,
+            used_names: None,
             no_steady: false,
             import_header_bytes: None,
             outline_bytes: None,
@@ -137,6 +141,8 @@ impl Variant {
                 "nosearch" => v.no_search = true,
                 "bestlast" => v.best_last = true,
                 "agree" => v.agree = true,
+                "usednames" => v.used_names = Some(true),
+                "anynames" => v.used_names = Some(false),
                 "nosteady" => v.no_steady = true,
                 other => {
                     if let Some(n) = numbered(other, "imports")? {
@@ -157,7 +163,7 @@ impl Variant {
                         v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, nosteady, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, usednames, anynames, nosteady, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -176,6 +182,7 @@ impl Variant {
             c.import_snippets = 0;
             c.import_header_bytes = 0;
             c.outline_bytes = 0;
+            c.snippets_of_used_names = false;
         }
         if self.no_imports {
             c.import_snippets = 0;
@@ -215,6 +222,9 @@ impl Variant {
         }
         if self.agree {
             c.search_hits_from_both_legs = true;
+        }
+        if let Some(used) = self.used_names {
+            c.snippets_of_used_names = used;
         }
         if let Some(f) = self.format {
             c.snippet_format = f;
@@ -677,6 +687,10 @@ mod tests {
         );
         let c = Variant::parse_list("upstream").unwrap()[0].config(&c);
         assert_eq!((c.import_header_bytes, c.outline_bytes), (0, 0));
+        let gated = Variant::parse_list("on+usednames,anynames").unwrap();
+        let on = gated[0].config(&CompletionConfig::default());
+        assert!(on.snippets_of_used_names);
+        assert!(!gated[1].config(&on).snippets_of_used_names);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod retrieval_cache;
 mod scope;
 mod snippets;
 pub mod types;
+mod used_names;
 
 use std::sync::Arc;
 
@@ -52,6 +53,7 @@ pub struct CompletionService {
     code_search: Option<Arc<dyn CodeSearch>>,
     logger: Arc<dyn EventLogger>,
     retrieval: retrieval_cache::RetrievalCache,
+    defined_names: used_names::DefinedNames,
 }
 
 /// What the caller knows about the request beyond its body.
@@ -79,6 +81,7 @@ impl CompletionService {
             code_search,
             logger,
             retrieval: Default::default(),
+            defined_names: Default::default(),
         }
     }
 
@@ -159,7 +162,25 @@ impl CompletionService {
                         searched
                     }
                 };
-                snippets.extend(searched.iter().cloned());
+                if self.config.import_header_bytes > 0 || self.config.snippets_of_used_names {
+                    imports =
+                        snippets::file_imports(search.as_ref(), allowed, segments, language_name)
+                            .await;
+                }
+                if self.config.snippets_of_used_names {
+                    let used = used_names::UsedNames::new(
+                        &segments.prefix,
+                        segments.suffix.as_deref().unwrap_or_default(),
+                        imports.iter().map(|i| i.text.as_str()),
+                    );
+                    snippets.extend(self.defined_names.keep_used(
+                        language.canonical_name(),
+                        &searched,
+                        &used,
+                    ));
+                } else {
+                    snippets.extend(searched.iter().cloned());
+                }
                 // What the name before the cursor leads to: looked up at each keystroke (it
                 // follows what is typed), kept for the rest of the line.
                 if self.config.outline_bytes > 0 {
@@ -174,11 +195,6 @@ impl CompletionService {
                     outline = self.retrieval.line_outline(&key, fresh);
                 }
                 line_key = Some((key, searched));
-                if self.config.import_header_bytes > 0 {
-                    imports =
-                        snippets::file_imports(search.as_ref(), allowed, segments, language_name)
-                            .await;
-                }
             }
             let suffix = segments.suffix.as_deref().unwrap_or_default();
             let (prefix, suffix) = if crlf {

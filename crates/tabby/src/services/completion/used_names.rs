@@ -1,0 +1,210 @@
+//! Which code-search hits may become snippets of a completion prompt when
+//! `[completion] snippets_of_used_names` is set: those that define a name (tree-sitter tags)
+//! that the editor's text uses — the prefix, the suffix or the file's import statements. A hit
+//! that defines nothing the file touches (a chunk from the middle of a body, a definition that
+//! only shares words with the lines before the cursor) stays out. Off by default: on the
+//! completion eval it helped where search hits rarely hold the callee (mobx) and cost queries
+//! elsewhere (README, "What context does to completions", session 29).
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    hash::{DefaultHasher, Hash, Hasher},
+    sync::{Arc, Mutex},
+};
+
+use tabby_index::code::intelligence::{find_definitions, intelligence};
+
+use super::types::Snippet;
+
+/// Bytes of the prefix (its end) and of the suffix (its start) whose names count: the editor
+/// sends a window, but a client could send a whole file.
+const WINDOW_BYTES: usize = 16 * 1024;
+
+/// Snippet bodies whose definitions are kept; a line's keystrokes ask for the same few.
+const CAPACITY: usize = 4096;
+
+/// Most bytes of a snippet body parsed; a longer body (a client's, or a huge chunk) is judged
+/// by its start.
+const MAX_PARSED_BYTES: usize = 16 * 1024;
+
+/// Names by the hash of (language, body), and the hashes in the order they came.
+type Entries = (HashMap<u64, Arc<Vec<String>>>, VecDeque<u64>);
+
+/// The names each snippet body defines, per language, kept for the bodies seen last.
+#[derive(Default)]
+pub struct DefinedNames {
+    inner: Mutex<Entries>,
+}
+
+impl DefinedNames {
+    /// The names `body` (in the language named `canonical`) defines.
+    fn of(&self, canonical: &str, body: &str) -> Arc<Vec<String>> {
+        let mut hasher = DefaultHasher::new();
+        (canonical, body).hash(&mut hasher);
+        let key = hasher.finish();
+        {
+            let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(names) = inner.0.get(&key) {
+                return names.clone();
+            }
+        }
+        let parsed = tabby_inference::clip_to_first_bytes(body, MAX_PARSED_BYTES);
+        let names: Arc<Vec<String>> = Arc::new(
+            find_definitions(canonical, parsed)
+                .into_iter()
+                .map(|tag| tag.name)
+                .collect(),
+        );
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, order) = &mut *inner;
+        if map.insert(key, names.clone()).is_none() {
+            order.push_back(key);
+        }
+        while order.len() > CAPACITY {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
+            }
+        }
+        names
+    }
+
+    /// The snippets of `hits` that define a name `used` holds, in their order; all of them
+    /// when the language has no definitions to read (no tags query).
+    pub fn keep_used(
+        &self,
+        canonical: &str,
+        hits: &[Snippet],
+        used: &UsedNames<'_>,
+    ) -> Vec<Snippet> {
+        if intelligence(canonical).is_none() {
+            return hits.to_vec();
+        }
+        hits.iter()
+            .filter(|hit| {
+                self.of(canonical, &hit.body)
+                    .iter()
+                    .any(|name| used.0.contains(name.as_str()))
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// The identifiers of the editor's text.
+pub struct UsedNames<'a>(HashSet<&'a str>);
+
+impl<'a> UsedNames<'a> {
+    /// The identifiers of the prefix's end, the suffix's start and the import statements.
+    pub fn new(
+        prefix: &'a str,
+        suffix: &'a str,
+        imports: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let mut names = HashSet::new();
+        let prefix = tabby_inference::clip_to_last_bytes(prefix, WINDOW_BYTES);
+        let suffix = tabby_inference::clip_to_first_bytes(suffix, WINDOW_BYTES);
+        for text in [prefix, suffix].into_iter().chain(imports) {
+            names.extend(identifiers(text));
+        }
+        Self(names)
+    }
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// The identifiers of `text` (runs of letters, digits, `_` and `$` not starting with a digit).
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !is_name_char(c))
+        .filter(|w| w.chars().next().is_some_and(|c| !c.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snippet(body: &str) -> Snippet {
+        Snippet {
+            filepath: "lib.py".into(),
+            body: body.into(),
+            score: 1.0,
+        }
+    }
+
+    #[test]
+    fn hits_that_define_a_used_name_are_kept_in_order() {
+        let hits = [
+            snippet("def parse_header(line):\n    return line.split(':')\n"),
+            snippet("def unrelated(x):\n    return x\n"),
+            // A chunk from the middle of a body defines nothing.
+            snippet("    total += parse_header(line)\n    return total\n"),
+            snippet("class Reader:\n    def read_all(self):\n        pass\n"),
+        ];
+        let used = UsedNames::new(
+            "from lib import parse_header\n\ndef main(r):\n    r.",
+            "\n    return read_all\n",
+            [],
+        );
+        let kept = DefinedNames::default().keep_used("python", &hits, &used);
+        let bodies: Vec<&str> = kept.iter().map(|s| s.body.as_str()).collect();
+        assert_eq!(bodies, vec![hits[0].body.as_str(), hits[3].body.as_str()]);
+    }
+
+    #[test]
+    fn the_import_statements_count_as_used() {
+        let hits = [snippet(
+            "export function startBatch() {\n    globalState.inBatch++\n}\n",
+        )];
+        let none = UsedNames::new("function set(obj) {\n    ", "}\n", []);
+        let defined = DefinedNames::default();
+        assert!(
+            defined
+                .keep_used("javascript-typescript", &hits, &none)
+                .is_empty()
+        );
+        let imported = UsedNames::new(
+            "function set(obj) {\n    ",
+            "}\n",
+            ["import { startBatch, endBatch } from \"../internal\""],
+        );
+        assert_eq!(
+            defined
+                .keep_used("javascript-typescript", &hits, &imported)
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_language_without_tags_keeps_every_hit() {
+        let hits = [snippet("anything at all")];
+        let used = UsedNames::new("", "", []);
+        assert_eq!(
+            DefinedNames::default()
+                .keep_used("unknown", &hits, &used)
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn names_are_whole_identifiers() {
+        let used = UsedNames::new("x = parse_headers(1)\n$el = 2 + 3abc", "", []);
+        assert!(used.0.contains("parse_headers"));
+        assert!(used.0.contains("$el"));
+        assert!(!used.0.contains("parse_header"));
+        assert!(!used.0.contains("3abc"));
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let defined = DefinedNames::default();
+        for i in 0..(CAPACITY + 10) {
+            defined.of("python", &format!("def f{i}(): pass\n"));
+        }
+        let inner = defined.inner.lock().unwrap();
+        assert_eq!(inner.0.len(), CAPACITY);
+        assert_eq!(inner.1.len(), CAPACITY);
+    }
+}
