@@ -302,8 +302,12 @@ await step("connect a GitHub Enterprise integration", async () => {
   await page.getByLabel("API base URL (self-hosted only)").fill(vendorUrl);
   await page.getByRole("button", { name: "Add integration" }).click();
   await page.getByRole("status").filter({ hasText: "Integration added" }).waitFor();
-  for (let i = 0; i < 60; i++) {
-    if (await page.locator('[data-integration="Octo"] .badge.ok').count()) break;
+  // The badge can turn ok before the sync job has stored the provided repositories (the job
+  // runs in the background; on a loaded machine later): reload until both show.
+  for (let i = 0; i < 120; i++) {
+    const ok = await page.locator('[data-integration="Octo"] .badge.ok').count();
+    const provided = await page.locator('[data-integration="Octo"] [data-provided="octo/a"]').count();
+    if (ok && provided) break;
     await new Promise((r) => setTimeout(r, 250));
     await page.getByRole("link", { name: "Integrations", exact: true }).click();
     await page.getByRole("heading", { name: "Integrations", exact: true }).waitFor();
