@@ -136,7 +136,8 @@ enum Command {
         /// `on` (the config), or parts joined by `+`: `comment`, `file_sep`, `auto` (snippet
         /// format), `open` (no score thresholds), `noimports` (no import-aware candidates),
         /// `nosearch` (import candidates only), `bestlast` (snippets written best last),
-        /// `agree` (search hits only when both legs found them), `nosteady` (a new line's
+        /// `agree` (search hits only when both legs found them), `usednames` / `anynames`
+        /// (search hits only when they define a name the file uses / any hit), `nosteady` (a new line's
         /// snippets in the search's order, not the file's last prompt's),
         /// `headsN` (snippets too large for the room written as their first N lines),
         /// `suffixN` / `snippetsN` / `maxN` / `clipN` / `headerN` / `outlineN` / `importsN`
