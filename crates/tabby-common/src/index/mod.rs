@@ -205,6 +205,16 @@ pub fn chunk_key(source_id: &str, path: &str, line: usize) -> u64 {
     chunk_side::key(&format!("{source_id}\0{path}\0{line}"))
 }
 
+/// The stable key of the `ordinal`-th code chunk that starts on `line` of a file (counting
+/// from 0): the first one's is [`chunk_key`]; the pieces a very long line is cut into each get
+/// their own, so that equal scores between them do not fall back to the document address.
+pub fn code_chunk_key(source_id: &str, path: &str, line: usize, ordinal: usize) -> u64 {
+    match ordinal {
+        0 => chunk_key(source_id, path, line),
+        n => chunk_side::key(&format!("{source_id}\0{path}\0{line}\0{n}")),
+    }
+}
+
 /// A stored JSON field of `doc` as `serde_json::Value` (`Null` when absent).
 pub fn stored_json(doc: &tantivy::TantivyDocument, field: Field) -> serde_json::Value {
     use tantivy::schema::OwnedValue;
@@ -212,4 +222,23 @@ pub fn stored_json(doc: &tantivy::TantivyDocument, field: Field) -> serde_json::
         .map(OwnedValue::from)
         .and_then(|v| serde_json::to_value(&v).ok())
         .unwrap_or(serde_json::Value::Null)
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn pieces_of_one_line_get_their_own_keys_and_the_first_keeps_the_line_key() {
+        let line = chunk_key("src", "flag.go", 690);
+        assert_eq!(code_chunk_key("src", "flag.go", 690, 0), line);
+        let keys: Vec<u64> = (0..4)
+            .map(|n| code_chunk_key("src", "flag.go", 690, n))
+            .collect();
+        let mut distinct = keys.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "{keys:?}");
+        assert_ne!(code_chunk_key("src", "flag.go", 691, 1), keys[1]);
+    }
 }

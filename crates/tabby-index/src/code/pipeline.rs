@@ -369,7 +369,13 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
     let path_words = search_words(&file.rel);
     let mut chunk_docs = Vec::with_capacity(chunks.len());
     let mut embedding_inputs = Vec::with_capacity(chunks.len());
+    // How many chunks before this one start on its line (the pieces of a very long line).
+    let mut same_line = 0;
     for (n, chunk) in chunks.iter().enumerate() {
+        same_line = match n.checked_sub(1).map(|p| chunks[p].start_line) {
+            Some(previous) if previous == chunk.start_line => same_line + 1,
+            _ => 0,
+        };
         embedding_inputs.push(clip_front(
             &format!("```{}\n{}\n```", file.rel, chunk.body),
             context.max_embedding_bytes,
@@ -416,7 +422,12 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
         );
         doc.add_u64(
             schema.field_chunk_key,
-            tabby_common::index::chunk_key(&context.source_id, &file.rel, chunk.start_line),
+            tabby_common::index::code_chunk_key(
+                &context.source_id,
+                &file.rel,
+                chunk.start_line,
+                same_line,
+            ),
         );
         chunk_docs.push(doc);
     }

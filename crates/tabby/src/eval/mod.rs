@@ -695,7 +695,8 @@ fn write_features(
         Some(service.content_of(legs)),
     );
     candidates.sort_by_key(|c| c.address);
-    let rows: Vec<_> = candidates
+    let mut keys = crate::services::code::tie::TieKeys::new(&legs.searcher);
+    let mut rows: Vec<_> = candidates
         .iter()
         .filter_map(|c| {
             let doc = CodeSearchService::document(&legs.searcher, c.address)?;
@@ -704,7 +705,14 @@ fn write_features(
                 .filter(|(_, r)| overlaps(r, &range))
                 .map(|(i, _)| i)
                 .collect();
-            Some(json!({
+            let key = (
+                range.filepath.clone(),
+                range.start_line,
+                range.end_line,
+                doc.file_id.clone(),
+                keys.key(c.address),
+            );
+            let row = json!({
                 "file": doc.file_id,
                 "filepath": range.filepath,
                 "start_line": range.start_line,
@@ -712,9 +720,15 @@ fn write_features(
                 "relevant": !hits.is_empty(),
                 "hits": hits,
                 "x": c.features,
-            }))
+            });
+            Some((key, row))
         })
         .collect();
+    // In file and line order (then the chunk's stable key: the pieces of one long line), not
+    // the index's document order, which differs from one indexing run to the next: two runs
+    // write the same file.
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let rows: Vec<_> = rows.into_iter().map(|(_, row)| row).collect();
     writeln!(
         out,
         "{}",
