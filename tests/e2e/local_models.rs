@@ -137,6 +137,79 @@ async fn repository_context_reaches_the_embedded_completion_model() {
     assert_eq!(body["debug_data"]["snippets"], json!([]));
 }
 
+/// With `[completion] snippets_of_used_names`, on the embedded model: the definition of the
+/// function the file imports is whole in the prompt and the model calls it, while a look-alike
+/// module that the file never names stays out.
+#[tokio::test]
+async fn only_snippets_of_used_names_reach_the_embedded_completion_model_when_asked() {
+    let dir = embedded_models_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let shop = make_repo(
+        tmp.path(),
+        "shop",
+        &[
+            ("src/pricing.py", PRICING),
+            (
+                "src/regional.py",
+                "def regional_discounted_price_total(items, discount_rate, region):\n    return sum(round(price * (1 - discount_rate), 2) for price in items) + len(region)\n",
+            ),
+        ],
+    );
+    let server = TabbyServer::start_with_env(
+        &format!(
+            "[[repositories]]\ngit_url = \"file://{}\"\n\n[completion]\nsnippets_of_used_names = true\n",
+            shop.display()
+        ),
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let prefix = format!(
+        "from pricing import compute_discounted_price\n\n\ndef checkout_total(records, items, discount_rate):\n{}    total = 0\n    for price in items:\n        # the discounted price of each item\n        total += ",
+        filler()
+    );
+    let suffix = "\n    return total\n";
+    let request = json!({
+        "language": "python",
+        "segments": {"prefix": prefix, "suffix": suffix, "filepath": "src/checkout.py",
+                     "git_url": format!("file://{}", shop.display())},
+        "temperature": 0.0,
+        "debug_options": {"return_snippets": true, "return_prompt": true}
+    });
+    let body = poll(
+        "the repository to be indexed",
+        std::time::Duration::from_secs(120),
+        || async {
+            let (status, body) = post_json(&server.url("/v1/completions"), &request).await;
+            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
+            let snippets = body["debug_data"]["snippets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            snippets
+                .iter()
+                .any(|s| s["filepath"] == "src/pricing.py")
+                .then_some(body)
+        },
+    )
+    .await;
+    let snippets = body["debug_data"]["snippets"].as_array().unwrap();
+    assert!(
+        snippets.iter().all(|s| s["filepath"] != "src/regional.py"),
+        "{snippets:?}"
+    );
+    let prompt = body["debug_data"]["prompt"].as_str().unwrap();
+    assert!(prompt.contains(PRICING.trim_end()), "{prompt}");
+    assert!(
+        !prompt.contains("regional_discounted_price_total"),
+        "{prompt}"
+    );
+    let text = body["choices"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("compute_discounted_price"),
+        "{text:?}\n{prompt}"
+    );
+}
+
 /// The file's own imports and the outline of what the name before the cursor leads to reach the
 /// embedded model: the editor's window starts far below `from . import pricing`, the cursor
 /// follows `pricing.`; the prompt holds the import lines above the prefix (one module's two
