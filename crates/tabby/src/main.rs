@@ -83,11 +83,12 @@ enum Command {
     },
     /// Measure retrieval quality: index a corpus into a temporary index, run labelled queries
     /// through each search leg and print Recall@1/5/10, MRR@10 and nDCG@10 per kind and leg.
-    /// `tabby eval generate` builds such a set from any source tree.
+    /// `tabby eval generate` builds such a set from any source tree; `tabby eval compare` compares
+    /// stored completion-eval runs query by query.
     #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Eval {
         #[command(subcommand)]
-        generate: Option<EvalCommand>,
+        command: Option<EvalCommand>,
         /// Queries in the eval set's JSONL format (see shared/eval/README.md).
         #[arg(long, required = true)]
         queries: Option<PathBuf>,
@@ -209,6 +210,10 @@ enum EvalCommand {
     /// from a source tree: nl queries from doc comments and docstrings, completion queries from
     /// cross-file calls, in every language with a tree-sitter tags query. Seeded.
     Generate(tabby::eval::generate::GenerateOptions),
+    /// Compare completion-eval variants from the per-query files that `tabby eval --mode
+    /// completion --out` wrote: each variant's identifier match against a baseline on the same
+    /// queries, with a 95 % bootstrap interval of the ratio, queries won / lost and a sign test.
+    Compare(tabby::eval::paired::CompareOptions),
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -279,11 +284,15 @@ fn main() -> std::process::ExitCode {
                 query,
             } => tabby::cli::search(config, repo, language, json, limit, query).await,
             Command::Eval {
-                generate: Some(EvalCommand::Generate(options)),
+                command: Some(EvalCommand::Generate(options)),
                 ..
             } => tabby::eval::generate::run(options),
             Command::Eval {
-                generate: None,
+                command: Some(EvalCommand::Compare(options)),
+                ..
+            } => tabby::eval::paired::run(options),
+            Command::Eval {
+                command: None,
                 queries: Some(queries),
                 corpus: Some(corpus),
                 legs,
@@ -319,7 +328,7 @@ fn main() -> std::process::ExitCode {
                 .await
             }
             Command::Eval { .. } => Err(anyhow::anyhow!(
-                "tabby eval needs --queries and --corpus, or the generate subcommand"
+                "tabby eval needs --queries and --corpus, or the generate or compare subcommand"
             )),
             Command::Download { model } => tabby::download::download(model).await,
             #[cfg(feature = "ee")]

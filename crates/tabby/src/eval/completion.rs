@@ -32,7 +32,7 @@ use tabby_common::{
 };
 use tabby_inference::{CompletionOptions, CompletionStream, ModelError};
 
-use super::{IndexedCorpus, Range, index_corpus, percentile};
+use super::{IndexedCorpus, Range, index_corpus, paired, percentile};
 use crate::services::{
     code::{CodeSearchEmbedding, CodeSearchService, QueryStrategy},
     completion::{
@@ -338,6 +338,8 @@ fn read_cases(path: &Path, corpus: &IndexedCorpus) -> anyhow::Result<Vec<Case>> 
 struct Tally {
     n: usize,
     identifier: usize,
+    /// Each query's identifier match, in the queries' order (the same for every variant).
+    hits: Vec<bool>,
     exact: usize,
     edit_similarity: f64,
     with_snippet: usize,
@@ -440,6 +442,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                 .any(|s| snippet_overlaps(s, &case.query.relevant, &corpus, &source));
             tally.n += 1;
             tally.identifier += identifier_hit as usize;
+            tally.hits.push(identifier_hit);
             tally.exact += (first_line == expected) as usize;
             tally.edit_similarity += edit_similarity(first_line, expected);
             tally.with_snippet += (!snippets.is_empty()) as usize;
@@ -493,7 +496,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         "| variant | n | identifier match | exact line | edit sim | with snippet | target snippet | callee named | prompt bytes | latency p50 / p90 ms | server overhead p50 ms, first / again |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for (name, mut t) in tallies {
+    for (name, t) in tallies.iter_mut() {
         let n = t.n.max(1) as f64;
         t.latency.sort();
         t.overhead.sort();
@@ -513,6 +516,16 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
             percentile(&t.overhead, 0.5),
             percentile(&t.overhead_again, 0.5),
         );
+    }
+    if let Some(((base, first), rest)) = tallies.split_first()
+        && !rest.is_empty()
+    {
+        println!();
+        let rows: Vec<_> = rest
+            .iter()
+            .map(|(name, t)| (name.clone(), paired::compare(&first.hits, &t.hits)))
+            .collect();
+        paired::print_table(base, &rows);
     }
     Ok(())
 }

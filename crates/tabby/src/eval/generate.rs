@@ -32,6 +32,8 @@ use serde_json::json;
 use tabby_common::{index::code::is_test_path, languages::LanguageTable};
 use tabby_index::code::intelligence::{FileTags, file_tags};
 
+use super::Rng;
+
 /// `tabby eval generate`'s arguments.
 #[derive(clap::Args)]
 pub struct GenerateOptions {
@@ -62,26 +64,6 @@ const CONTEXT_LINES: usize = 40;
 const MAX_TARGET_LINES: usize = 300;
 const MAX_FILE_BYTES: u64 = 1 << 20;
 const SKIPPED_DIRS: &[&str] = &["node_modules", "target", "vendor", "dist", "build"];
-
-/// SplitMix64: a small seeded generator, the same on every platform.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn shuffle<T>(&mut self, items: &mut [T]) {
-        for i in (1..items.len()).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            items.swap(i, j);
-        }
-    }
-}
 
 struct SourceFile {
     language: String,

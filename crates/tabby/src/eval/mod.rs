@@ -7,6 +7,7 @@
 
 mod completion;
 pub mod generate;
+pub mod paired;
 
 pub use completion::{CompletionEvalOptions, Variant, run as run_completion};
 
@@ -751,6 +752,26 @@ fn to_range(doc: &tabby_common::api::code::CodeSearchDocument) -> Range {
         filepath: doc.filepath.clone(),
         start_line: start,
         end_line: start + doc.body.lines().count().max(1) - 1,
+    }
+}
+
+/// SplitMix64: a small seeded generator, the same on every platform.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            items.swap(i, j);
+        }
     }
 }
 
