@@ -157,8 +157,9 @@ async fn serve_shop(repo: &Path, extra: &str, probe: &str) -> (TabbyServer, [Fak
 }
 
 /// With `[completion] snippets_of_used_names`, a search hit enters the prompt only when it
-/// defines a name the editor's text or the file's imports use: the imported function's
-/// definition stays, a look-alike the file never touches goes; by default both are snippets.
+/// comes from a file the edited file imports or defines a name the editor's text or the
+/// file's imports use: the imported function's definition and the imported module's chunk
+/// stay, a look-alike the file never touches goes; by default all three are snippets.
 #[tokio::test]
 async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
@@ -175,8 +176,12 @@ async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
                 "def regional_discounted_price_total(price, discount_rate, region):\n    return round(price * (1 - discount_rate), 2) + len(region)\n",
             ),
             (
+                "src/tax.py",
+                "def vat_discounted_price_total(price, discount_rate):\n    return round(price * (1 - discount_rate), 2) * 1.2\n",
+            ),
+            (
                 "src/cart.py",
-                "from pricing import compute_discounted_price\n\n\ndef cart_total(items):\n    return sum(item.price for item in items)\n",
+                "import tax\nfrom pricing import compute_discounted_price\n\n\ndef cart_total(items):\n    return sum(item.price for item in items)\n",
             ),
         ],
     );
@@ -206,13 +211,18 @@ async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
         seen.push(paths);
     }
     // `compute_discounted_price` is used only by the file's import statement (read from the
-    // index); nothing in the file names `regional_discounted_price_total`.
+    // index); nothing in the file names `regional_discounted_price_total`, and nothing names
+    // `vat_discounted_price_total` either, but its module is imported (`tax.` may follow).
     assert_eq!(
         seen[0],
-        ["src/pricing.py", "src/regional.py"],
+        ["src/pricing.py", "src/regional.py", "src/tax.py"],
         "default: {seen:?}"
     );
-    assert_eq!(seen[1], ["src/pricing.py"], "with the setting: {seen:?}");
+    assert_eq!(
+        seen[1],
+        ["src/pricing.py", "src/tax.py"],
+        "with the setting: {seen:?}"
+    );
 }
 
 /// The edited file's own import statements, read from its indexed version, reach the prompt

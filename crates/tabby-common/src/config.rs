@@ -395,12 +395,11 @@ pub struct CompletionConfig {
     /// (the eval's `agree` variant); import candidates are not affected.
     #[serde(default)]
     pub search_hits_from_both_legs: bool,
-    /// Code-search hits (and import candidates) become snippets only when they define a name
+    /// Code-search hits (and import candidates) become snippets only when they come from a
+    /// file the edited file imports (in Go, also a file of its own package) or define a name
     /// (tree-sitter tags) that the editor's text uses: its prefix, its suffix or the file's
     /// import statements (the eval's `usednames` variant). Editor snippets and outlines are
-    /// not affected; a language without tags keeps every hit. Off by default: on the
-    /// completion eval it raised mobx 0.150 → 0.190 and markdown 0.432 → 0.444 but lowered
-    /// click, tomlkit and hyper by two queries each (README, session 29).
+    /// not affected; a language without tags keeps every hit (README, sessions 29 and 30).
     #[serde(default)]
     pub snippets_of_used_names: bool,
     /// On a new line of a file, the previous line's snippets that the new search still ranks

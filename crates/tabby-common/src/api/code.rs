@@ -101,6 +101,16 @@ pub trait CodeSearch: Send + Sync {
         Ok(vec![])
     }
 
+    /// The repository files that the indexed version of `query.filepath` imports, resolved as
+    /// for [`CodeSearch::search_imports`] (at most 16), in the order its imports name them.
+    /// Default: none.
+    async fn imported_files(
+        &self,
+        _query: CodeSearchQuery,
+    ) -> Result<Vec<String>, CodeSearchError> {
+        Ok(vec![])
+    }
+
     /// When `query.content` ends with a chain of names (`util.`, `crate::error::`, `self.md.`),
     /// the outline of what it leads to in the repository, within `max_bytes`. Default: none.
     async fn receiver_outline(

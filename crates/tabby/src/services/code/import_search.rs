@@ -164,6 +164,15 @@ impl CodeSearchService {
             .unwrap_or_default())
     }
 
+    /// The files the indexed version of `query.filepath` imports (none without a filepath or
+    /// language, or when the file is not indexed).
+    pub fn imported_files(&self, query: &CodeSearchQuery) -> Result<Vec<String>, CodeSearchError> {
+        Ok(self
+            .edited_file(query)?
+            .map(|file| file.imports.resolved.files.clone())
+            .unwrap_or_default())
+    }
+
     /// Up to `limit` chunks of the files `query.filepath` imports; none without a filepath or
     /// language, or when nothing it imports is in the index.
     pub async fn search_imports(

@@ -831,6 +831,10 @@ impl CodeSearch for CodeSearchService {
         CodeSearchService::file_imports(self, &query)
     }
 
+    async fn imported_files(&self, query: CodeSearchQuery) -> Result<Vec<String>, CodeSearchError> {
+        CodeSearchService::imported_files(self, &query)
+    }
+
     async fn receiver_outline(
         &self,
         query: CodeSearchQuery,

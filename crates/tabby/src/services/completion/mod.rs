@@ -173,10 +173,17 @@ impl CompletionService {
                         segments.suffix.as_deref().unwrap_or_default(),
                         imports.iter().map(|i| i.text.as_str()),
                     );
+                    let near = used_names::NearFiles::new(
+                        language.canonical_name(),
+                        segments.filepath.as_deref(),
+                        snippets::imported_files(search.as_ref(), allowed, segments, language_name)
+                            .await,
+                    );
                     snippets.extend(self.defined_names.keep_used(
                         language.canonical_name(),
                         &searched,
                         &used,
+                        &near,
                     ));
                 } else {
                     snippets.extend(searched.iter().cloned());

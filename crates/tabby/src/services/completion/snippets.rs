@@ -113,6 +113,27 @@ pub async fn file_imports(
     }
 }
 
+/// The files the edited file imports as indexed, if the caller may read its repository; none
+/// when search is not ready or fails.
+pub async fn imported_files(
+    code_search: &dyn CodeSearch,
+    allowed: &AllowedCodeRepository,
+    segments: &Segments,
+    language: &str,
+) -> Vec<String> {
+    let Some(query) = repository_query(allowed, segments, language) else {
+        return Vec::new();
+    };
+    match code_search.imported_files(query).await {
+        Ok(files) => files,
+        Err(CodeSearchError::NotReady) => Vec::new(),
+        Err(e) => {
+            warn!("reading the file's imports failed, completing without them: {e}");
+            Vec::new()
+        }
+    }
+}
+
 /// The outline of what the chain of names before the cursor leads to in the request's
 /// repository (if the caller may read it), as snippets; none when search is not ready or fails.
 pub async fn receiver_outline(

@@ -1,10 +1,11 @@
 //! Which code-search hits may become snippets of a completion prompt when
-//! `[completion] snippets_of_used_names` is set: those that define a name (tree-sitter tags)
-//! that the editor's text uses — the prefix, the suffix or the file's import statements. A hit
-//! that defines nothing the file touches (a chunk from the middle of a body, a definition that
-//! only shares words with the lines before the cursor) stays out. Off by default: on the
-//! completion eval it helped where search hits rarely hold the callee (mobx) and cost queries
-//! elsewhere (README, "What context does to completions", session 29).
+//! `[completion] snippets_of_used_names` is set: those from a file the edited file imports (as
+//! indexed; in Go, also a file of its own package, which needs no import), and those that
+//! define a name (tree-sitter tags) that the editor's text uses — the prefix, the suffix or the
+//! file's import statements. A hit from elsewhere that defines nothing the file touches (a
+//! chunk from the middle of a body, a definition that only shares words with the lines before
+//! the cursor) stays out. Off by default (README, "What context does to completions", sessions
+//! 29 and 30).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -68,26 +69,63 @@ impl DefinedNames {
         names
     }
 
-    /// The snippets of `hits` that define a name `used` holds, in their order; all of them
-    /// when the language has no definitions to read (no tags query).
+    /// The snippets of `hits` that come from a file in `near` or define a name `used` holds,
+    /// in their order; all of them when the language has no definitions to read (no tags
+    /// query).
     pub fn keep_used(
         &self,
         canonical: &str,
         hits: &[Snippet],
         used: &UsedNames<'_>,
+        near: &NearFiles,
     ) -> Vec<Snippet> {
         if intelligence(canonical).is_none() {
             return hits.to_vec();
         }
         hits.iter()
             .filter(|hit| {
-                self.of(canonical, &hit.body)
-                    .iter()
-                    .any(|name| used.0.contains(name.as_str()))
+                near.holds(&hit.filepath)
+                    || self
+                        .of(canonical, &hit.body)
+                        .iter()
+                        .any(|name| used.0.contains(name.as_str()))
             })
             .cloned()
             .collect()
     }
+}
+
+/// The files whose hits pass whatever they define: those the edited file imports, and in Go
+/// the files of its own package (its directory), which it uses without an import.
+pub struct NearFiles {
+    imported: HashSet<String>,
+    package_dir: Option<String>,
+}
+
+impl NearFiles {
+    /// `editor` is the edited file's path in its repository, `imported` the files it imports.
+    pub fn new(canonical: &str, editor: Option<&str>, imported: Vec<String>) -> Self {
+        let package_dir = match (canonical, editor) {
+            ("go", Some(path)) => Some(parent(&path.replace('\\', "/")).to_string()),
+            _ => None,
+        };
+        Self {
+            imported: imported.into_iter().collect(),
+            package_dir,
+        }
+    }
+
+    fn holds(&self, path: &str) -> bool {
+        self.imported.contains(path)
+            || self
+                .package_dir
+                .as_deref()
+                .is_some_and(|dir| parent(path) == dir)
+    }
+}
+
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(dir, _)| dir)
 }
 
 /// The identifiers of the editor's text.
@@ -132,6 +170,53 @@ mod tests {
         }
     }
 
+    fn nowhere() -> NearFiles {
+        NearFiles::new("python", None, vec![])
+    }
+
+    fn at(filepath: &str, body: &str) -> Snippet {
+        Snippet {
+            filepath: filepath.into(),
+            ..snippet(body)
+        }
+    }
+
+    #[test]
+    fn hits_from_imported_files_and_in_go_from_the_same_package_are_kept() {
+        let used = UsedNames::new("x = 1\n", "", []);
+        // A method reached through a module or a receiver: its name is not in the editor's
+        // text yet, but its file is imported.
+        let hits = [
+            at(
+                "pkg/types.py",
+                "    def convert(self, value):\n        return value\n",
+            ),
+            at("pkg/other.py", "def convert(value):\n    return value\n"),
+        ];
+        let near = NearFiles::new("python", Some("pkg/core.py"), vec!["pkg/types.py".into()]);
+        let kept = DefinedNames::default().keep_used("python", &hits, &used, &near);
+        let paths: Vec<&str> = kept.iter().map(|s| s.filepath.as_str()).collect();
+        assert_eq!(paths, vec!["pkg/types.py"]);
+
+        let hits = [
+            at(
+                "decode/meta.go",
+                "func (md *MetaData) Keys() []Key {\n\treturn nil\n}\n",
+            ),
+            at(
+                "encode/meta.go",
+                "func (md *MetaData) Keys() []Key {\n\treturn nil\n}\n",
+            ),
+        ];
+        let near = NearFiles::new("go", Some("decode\\decode.go"), vec![]);
+        let kept = DefinedNames::default().keep_used("go", &hits, &used, &near);
+        let paths: Vec<&str> = kept.iter().map(|s| s.filepath.as_str()).collect();
+        assert_eq!(paths, vec!["decode/meta.go"]);
+        // Elsewhere the directory is no package.
+        let near = NearFiles::new("python", Some("decode/decode.py"), vec![]);
+        assert!(near.package_dir.is_none());
+    }
+
     #[test]
     fn hits_that_define_a_used_name_are_kept_in_order() {
         let hits = [
@@ -146,7 +231,7 @@ mod tests {
             "\n    return read_all\n",
             [],
         );
-        let kept = DefinedNames::default().keep_used("python", &hits, &used);
+        let kept = DefinedNames::default().keep_used("python", &hits, &used, &nowhere());
         let bodies: Vec<&str> = kept.iter().map(|s| s.body.as_str()).collect();
         assert_eq!(bodies, vec![hits[0].body.as_str(), hits[3].body.as_str()]);
     }
@@ -160,7 +245,7 @@ mod tests {
         let defined = DefinedNames::default();
         assert!(
             defined
-                .keep_used("javascript-typescript", &hits, &none)
+                .keep_used("javascript-typescript", &hits, &none, &nowhere())
                 .is_empty()
         );
         let imported = UsedNames::new(
@@ -170,7 +255,7 @@ mod tests {
         );
         assert_eq!(
             defined
-                .keep_used("javascript-typescript", &hits, &imported)
+                .keep_used("javascript-typescript", &hits, &imported, &nowhere())
                 .len(),
             1
         );
@@ -182,7 +267,7 @@ mod tests {
         let used = UsedNames::new("", "", []);
         assert_eq!(
             DefinedNames::default()
-                .keep_used("unknown", &hits, &used)
+                .keep_used("unknown", &hits, &used, &nowhere())
                 .len(),
             1
         );
