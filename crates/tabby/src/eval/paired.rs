@@ -129,6 +129,14 @@ fn ratio_text(r: f64) -> String {
     }
 }
 
+fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "< 0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
 /// The comparison table, each row one variant against `base`.
 pub fn print_table(base: &str, rows: &[(String, Comparison)]) {
     println!(
@@ -143,7 +151,7 @@ pub fn print_table(base: &str, rows: &[(String, Comparison)]) {
     for (name, c) in rows {
         let share = |h: usize| h as f64 / c.n.max(1) as f64;
         println!(
-            "| {name} | {} | {:.3} | {:.3} | {} | {} | {} / {} | {:.3} |",
+            "| {name} | {} | {:.3} | {:.3} | {} | {} | {} / {} | {} |",
             c.n,
             share(c.hits),
             share(c.base_hits),
@@ -155,7 +163,7 @@ pub fn print_table(base: &str, rows: &[(String, Comparison)]) {
             )),
             c.won,
             c.lost,
-            c.p,
+            p_text(c.p),
         );
     }
 }
@@ -297,6 +305,8 @@ mod tests {
     #[test]
     fn the_sign_test_is_exact_and_symmetric() {
         assert_eq!(sign_test(0, 0), 1.0);
+        assert_eq!(p_text(sign_test(30, 0)), "< 0.001");
+        assert_eq!(p_text(sign_test(8, 4)), "0.388");
         assert!((sign_test(5, 0) - 2.0 / 32.0).abs() < 1e-12);
         assert_eq!(sign_test(3, 9), sign_test(9, 3));
         // Large counts stay finite (log space).
