@@ -153,6 +153,12 @@ async fn only_snippets_of_used_names_reach_the_embedded_completion_model_when_as
                 "src/regional.py",
                 "def regional_discounted_price_total(items, discount_rate, region):\n    return sum(round(price * (1 - discount_rate), 2) for price in items) + len(region)\n",
             ),
+            // The edited file as last indexed (the gate reads its imports; a file the index
+            // does not hold keeps every hit).
+            (
+                "src/checkout.py",
+                "from pricing import compute_discounted_price\n\n\ndef checkout_total(records, items, discount_rate):\n    return 0\n",
+            ),
         ],
     );
     let server = TabbyServer::start_with_env(

@@ -209,6 +209,24 @@ async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
         paths.sort();
         paths.dedup();
         seen.push(paths);
+        // A file the index does not hold yet (a new one): its imports are unknown, so every
+        // hit stays.
+        let mut new_file = request.clone();
+        new_file["segments"]["filepath"] = json!("src/new_checkout.py");
+        let (status, answer) = post_json(&server.url("/v1/completions"), &new_file).await;
+        assert_eq!(status, 200, "{answer}");
+        let paths: Vec<&str> = answer["debug_data"]["snippets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["filepath"].as_str().unwrap())
+            .collect();
+        assert!(
+            ["src/pricing.py", "src/regional.py", "src/tax.py"]
+                .iter()
+                .all(|p| paths.contains(p)),
+            "a new file: {paths:?}"
+        );
     }
     // `compute_discounted_price` is used only by the file's import statement (read from the
     // index); nothing in the file names `regional_discounted_price_total`, and nothing names

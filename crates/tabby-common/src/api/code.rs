@@ -102,13 +102,13 @@ pub trait CodeSearch: Send + Sync {
     }
 
     /// The repository files that the indexed version of `query.filepath` imports, resolved as
-    /// for [`CodeSearch::search_imports`] (at most 16), in the order its imports name them.
-    /// Default: none.
+    /// for [`CodeSearch::search_imports`] (at most 16), in the order its imports name them;
+    /// `None` when the file is not in the index (a new file). Default: `None`.
     async fn imported_files(
         &self,
         _query: CodeSearchQuery,
-    ) -> Result<Vec<String>, CodeSearchError> {
-        Ok(vec![])
+    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+        Ok(None)
     }
 
     /// When `query.content` ends with a chain of names (`util.`, `crate::error::`, `self.md.`),

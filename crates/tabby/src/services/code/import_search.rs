@@ -164,13 +164,16 @@ impl CodeSearchService {
             .unwrap_or_default())
     }
 
-    /// The files the indexed version of `query.filepath` imports (none without a filepath or
-    /// language, or when the file is not indexed).
-    pub fn imported_files(&self, query: &CodeSearchQuery) -> Result<Vec<String>, CodeSearchError> {
+    /// The files the indexed version of `query.filepath` imports; `None` without a filepath
+    /// or language, or when the file is not indexed.
+    pub fn imported_files(
+        &self,
+        query: &CodeSearchQuery,
+    ) -> Result<Option<Vec<String>>, CodeSearchError> {
         Ok(self
             .edited_file(query)?
-            .map(|file| file.imports.resolved.files.clone())
-            .unwrap_or_default())
+            .filter(|file| file.paths.contains(&file.filepath))
+            .map(|file| file.imports.resolved.files.clone()))
     }
 
     /// Up to `limit` chunks of the files `query.filepath` imports; none without a filepath or

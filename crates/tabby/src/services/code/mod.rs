@@ -831,7 +831,10 @@ impl CodeSearch for CodeSearchService {
         CodeSearchService::file_imports(self, &query)
     }
 
-    async fn imported_files(&self, query: CodeSearchQuery) -> Result<Vec<String>, CodeSearchError> {
+    async fn imported_files(
+        &self,
+        query: CodeSearchQuery,
+    ) -> Result<Option<Vec<String>>, CodeSearchError> {
         CodeSearchService::imported_files(self, &query)
     }
 

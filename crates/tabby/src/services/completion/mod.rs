@@ -167,7 +167,15 @@ impl CompletionService {
                         snippets::file_imports(search.as_ref(), allowed, segments, language_name)
                             .await;
                 }
-                if self.config.snippets_of_used_names {
+                // The gate needs the file's imports: a file not in the index (a new one)
+                // keeps every hit.
+                let imported = if self.config.snippets_of_used_names {
+                    snippets::imported_files(search.as_ref(), allowed, segments, language_name)
+                        .await
+                } else {
+                    None
+                };
+                if let Some(imported) = imported {
                     let used = used_names::UsedNames::new(
                         &segments.prefix,
                         segments.suffix.as_deref().unwrap_or_default(),
@@ -176,8 +184,7 @@ impl CompletionService {
                     let near = used_names::NearFiles::new(
                         language.canonical_name(),
                         segments.filepath.as_deref(),
-                        snippets::imported_files(search.as_ref(), allowed, segments, language_name)
-                            .await,
+                        imported,
                     );
                     snippets.extend(self.defined_names.keep_used(
                         language.canonical_name(),

@@ -113,23 +113,21 @@ pub async fn file_imports(
     }
 }
 
-/// The files the edited file imports as indexed, if the caller may read its repository; none
-/// when search is not ready or fails.
+/// The files the edited file imports as indexed, if the caller may read its repository;
+/// `None` when the file is not indexed, or search is not ready or fails.
 pub async fn imported_files(
     code_search: &dyn CodeSearch,
     allowed: &AllowedCodeRepository,
     segments: &Segments,
     language: &str,
-) -> Vec<String> {
-    let Some(query) = repository_query(allowed, segments, language) else {
-        return Vec::new();
-    };
+) -> Option<Vec<String>> {
+    let query = repository_query(allowed, segments, language)?;
     match code_search.imported_files(query).await {
         Ok(files) => files,
-        Err(CodeSearchError::NotReady) => Vec::new(),
+        Err(CodeSearchError::NotReady) => None,
         Err(e) => {
             warn!("reading the file's imports failed, completing without them: {e}");
-            Vec::new()
+            None
         }
     }
 }

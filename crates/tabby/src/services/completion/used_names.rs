@@ -88,7 +88,7 @@ impl DefinedNames {
                     || self
                         .of(canonical, &hit.body)
                         .iter()
-                        .any(|name| used.0.contains(name.as_str()))
+                        .any(|name| used.uses(name))
             })
             .cloned()
             .collect()
@@ -128,11 +128,17 @@ fn parent(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(dir, _)| dir)
 }
 
-/// The identifiers of the editor's text.
-pub struct UsedNames<'a>(HashSet<&'a str>);
+/// The identifiers of the editor's text, and the name being typed at the cursor.
+pub struct UsedNames<'a> {
+    names: HashSet<&'a str>,
+    typing: Option<&'a str>,
+}
 
 impl<'a> UsedNames<'a> {
-    /// The identifiers of the prefix's end, the suffix's start and the import statements.
+    /// The identifiers of the prefix's end, the suffix's start and the import statements; the
+    /// identifier the prefix ends in (a name being typed) counts as a use of every name it
+    /// starts, so the definition of a function the file has not imported yet comes back as
+    /// soon as its first letters are typed.
     pub fn new(
         prefix: &'a str,
         suffix: &'a str,
@@ -144,7 +150,19 @@ impl<'a> UsedNames<'a> {
         for text in [prefix, suffix].into_iter().chain(imports) {
             names.extend(identifiers(text));
         }
-        Self(names)
+        let start = prefix
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| is_name_char(*c))
+            .last()
+            .map_or(prefix.len(), |(i, _)| i);
+        let typing = Some(&prefix[start..])
+            .filter(|w| w.chars().next().is_some_and(|c| !c.is_ascii_digit()));
+        Self { names, typing }
+    }
+
+    fn uses(&self, name: &str) -> bool {
+        self.names.contains(name) || self.typing.is_some_and(|t| name.starts_with(t))
     }
 }
 
@@ -262,6 +280,29 @@ mod tests {
     }
 
     #[test]
+    fn the_name_being_typed_counts_as_a_use_of_the_names_it_starts() {
+        let hits = [
+            snippet("def compute_discounted_price(price, rate):\n    return price\n"),
+            snippet("def checkout(items):\n    return items\n"),
+        ];
+        let defined = DefinedNames::default();
+        let kept = |prefix: &str| -> Vec<String> {
+            let used = UsedNames::new(prefix, "\n", []);
+            defined
+                .keep_used("python", &hits, &used, &nowhere())
+                .into_iter()
+                .map(|s| s.body)
+                .collect()
+        };
+        // Nothing typed yet: the file does not use the name.
+        assert!(kept("    total += ").is_empty());
+        assert_eq!(kept("    total += comp"), vec![hits[0].body.clone()]);
+        assert_eq!(kept("    total += c").len(), 2);
+        // A number is no name.
+        assert!(kept("    total += 12").is_empty());
+    }
+
+    #[test]
     fn a_language_without_tags_keeps_every_hit() {
         let hits = [snippet("anything at all")];
         let used = UsedNames::new("", "", []);
@@ -276,10 +317,10 @@ mod tests {
     #[test]
     fn names_are_whole_identifiers() {
         let used = UsedNames::new("x = parse_headers(1)\n$el = 2 + 3abc", "", []);
-        assert!(used.0.contains("parse_headers"));
-        assert!(used.0.contains("$el"));
-        assert!(!used.0.contains("parse_header"));
-        assert!(!used.0.contains("3abc"));
+        assert!(used.names.contains("parse_headers"));
+        assert!(used.names.contains("$el"));
+        assert!(!used.names.contains("parse_header"));
+        assert!(!used.names.contains("3abc"));
     }
 
     #[test]
