@@ -156,10 +156,10 @@ async fn serve_shop(repo: &Path, extra: &str, probe: &str) -> (TabbyServer, [Fak
     (server, [model, embedder])
 }
 
-/// With `[completion] snippets_of_used_names`, a search hit enters the prompt only when it
+/// With `[completion] snippets_of_used_names` (the default), a search hit enters the prompt only when it
 /// comes from a file the edited file imports or defines a name the editor's text or the
 /// file's imports use: the imported function's definition and the imported module's chunk
-/// stay, a look-alike the file never touches goes; by default all three are snippets.
+/// stay, a look-alike the file never touches goes; with it off all three are snippets.
 #[tokio::test]
 async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
@@ -196,7 +196,7 @@ async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
         "debug_options": {"return_snippets": true}
     });
     let mut seen = Vec::new();
-    for extra in ["", "[completion]\nsnippets_of_used_names = true\n"] {
+    for extra in ["[completion]\nsnippets_of_used_names = false\n", ""] {
         let (server, _models) = serve_shop(&repo, extra, "regional_discounted_price_total").await;
         let (status, answer) = post_json(&server.url("/v1/completions"), &request).await;
         assert_eq!(status, 200, "{answer}");
@@ -234,12 +234,12 @@ async fn search_hits_that_define_no_used_name_stay_out_when_asked() {
     assert_eq!(
         seen[0],
         ["src/pricing.py", "src/regional.py", "src/tax.py"],
-        "default: {seen:?}"
+        "without the gate: {seen:?}"
     );
     assert_eq!(
         seen[1],
         ["src/pricing.py", "src/tax.py"],
-        "with the setting: {seen:?}"
+        "default: {seen:?}"
     );
 }
 

@@ -138,7 +138,8 @@ enum Command {
         /// format), `open` (no score thresholds), `noimports` (no import-aware candidates),
         /// `nosearch` (import candidates only), `bestlast` (snippets written best last),
         /// `agree` (search hits only when both legs found them), `usednames` / `anynames`
-        /// (search hits only when they define a name the file uses / any hit), `nosteady` (a new line's
+        /// (search hits only from imported files or defining a name the file uses, the default /
+        /// any hit), `nosteady` (a new line's
         /// snippets in the search's order, not the file's last prompt's),
         /// `headsN` (snippets too large for the room written as their first N lines),
         /// `suffixN` / `snippetsN` / `maxN` / `clipN` / `headerN` / `outlineN` / `importsN`

@@ -1,11 +1,12 @@
 //! Which code-search hits may become snippets of a completion prompt when
-//! `[completion] snippets_of_used_names` is set: those from a file the edited file imports (as
+//! `[completion] snippets_of_used_names` is set (the default): those from a file the edited file imports (as
 //! indexed; in Go, also a file of its own package, which needs no import), and those that
 //! define a name (tree-sitter tags) that the editor's text uses — the prefix, the suffix or the
 //! file's import statements. A hit from elsewhere that defines nothing the file touches (a
 //! chunk from the middle of a body, a definition that only shares words with the lines before
-//! the cursor) stays out. Off by default (README, "What context does to completions", sessions
-//! 29 and 30).
+//! the cursor) stays out. A file the index does not hold keeps every hit, and the name being
+//! typed counts as a use of the names it starts (README, "What context does to completions",
+//! sessions 29 and 30).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
