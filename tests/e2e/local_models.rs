@@ -55,6 +55,28 @@ fn filler() -> String {
 
 const PRICING: &str = "def compute_discounted_price(price, discount_rate):\n    \"\"\"The price after the discount, rounded to cents.\"\"\"\n    return round(price * (1 - discount_rate), 2)\n";
 
+/// The answer to `request` once the repository is indexed (built in the background at start)
+/// and search puts a snippet of `path` into the prompt.
+async fn once_a_snippet_from(
+    server: &TabbyServer,
+    request: &serde_json::Value,
+    path: &str,
+) -> serde_json::Value {
+    poll(
+        "the repository to be indexed",
+        std::time::Duration::from_secs(120),
+        || async {
+            let (status, body) = post_json(&server.url("/v1/completions"), request).await;
+            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
+            body["debug_data"]["snippets"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|s| s["filepath"] == path))
+                .then_some(body)
+        },
+    )
+    .await
+}
+
 /// Repository context reaches the embedded model: with an editor-sized prefix and suffix, the
 /// snippet from another file of the repository is whole in the prompt, and the model calls the
 /// function the snippet defines; with retrieval off, neither happens.
@@ -99,23 +121,7 @@ async fn repository_context_reaches_the_embedded_completion_model() {
         })
     };
     // The index is built in the background at start: wait until search feeds the prompt.
-    let body = poll(
-        "the repository to be indexed",
-        std::time::Duration::from_secs(120),
-        || async {
-            let (status, body) = post_json(&server.url("/v1/completions"), &request(true)).await;
-            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
-            let snippets = body["debug_data"]["snippets"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            snippets
-                .iter()
-                .any(|s| s["filepath"] == "src/pricing.py")
-                .then_some(body)
-        },
-    )
-    .await;
+    let body = once_a_snippet_from(&server, &request(true), "src/pricing.py").await;
     let prompt = body["debug_data"]["prompt"].as_str().unwrap();
     assert!(prompt.len() <= 1536, "{}", prompt.len());
     assert!(prompt.contains(PRICING.trim_end()), "{prompt}");
@@ -137,11 +143,11 @@ async fn repository_context_reaches_the_embedded_completion_model() {
     assert_eq!(body["debug_data"]["snippets"], json!([]));
 }
 
-/// With `[completion] snippets_of_used_names`, on the embedded model: the definition of the
+/// With `[completion] snippets_of_used_names` (the default), on the embedded model: the definition of the
 /// function the file imports is whole in the prompt and the model calls it, while a look-alike
 /// module that the file never names stays out.
 #[tokio::test]
-async fn only_snippets_of_used_names_reach_the_embedded_completion_model_when_asked() {
+async fn only_snippets_of_used_names_reach_the_embedded_completion_model() {
     let dir = embedded_models_dir();
     let tmp = tempfile::tempdir().unwrap();
     let shop = make_repo(
@@ -163,7 +169,7 @@ async fn only_snippets_of_used_names_reach_the_embedded_completion_model_when_as
     );
     let server = TabbyServer::start_with_env(
         &format!(
-            "[[repositories]]\ngit_url = \"file://{}\"\n\n[completion]\nsnippets_of_used_names = true\n",
+            "[[repositories]]\ngit_url = \"file://{}\"\n",
             shop.display()
         ),
         &["--no-webserver"],
@@ -181,23 +187,7 @@ async fn only_snippets_of_used_names_reach_the_embedded_completion_model_when_as
         "temperature": 0.0,
         "debug_options": {"return_snippets": true, "return_prompt": true}
     });
-    let body = poll(
-        "the repository to be indexed",
-        std::time::Duration::from_secs(120),
-        || async {
-            let (status, body) = post_json(&server.url("/v1/completions"), &request).await;
-            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
-            let snippets = body["debug_data"]["snippets"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            snippets
-                .iter()
-                .any(|s| s["filepath"] == "src/pricing.py")
-                .then_some(body)
-        },
-    )
-    .await;
+    let body = once_a_snippet_from(&server, &request, "src/pricing.py").await;
     let snippets = body["debug_data"]["snippets"].as_array().unwrap();
     assert!(
         snippets.iter().all(|s| s["filepath"] != "src/regional.py"),
