@@ -39,6 +39,10 @@ pub struct CodeSearchDocument {
     /// Whether the chunk's file is the team's own code, generated or vendored.
     #[serde(default)]
     pub origin: crate::index::code::CodeOrigin,
+    /// The names of the definitions that start in the chunk, as the indexer found them (tags
+    /// of the whole file); `None` where unknown. Not part of any response.
+    #[serde(skip)]
+    pub defines: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, utoipa::ToSchema)]

@@ -35,7 +35,7 @@ pub mod corpus {
 }
 
 /// Bumped whenever the schema or the meaning of a field changes; a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 12;
+pub const SCHEMA_VERSION: u32 = 13;
 
 pub struct IndexSchema {
     pub schema: Schema,
@@ -54,6 +54,9 @@ pub struct IndexSchema {
     pub field_chunk_words: Field,
     /// Words of the names of the definitions a code chunk starts or lies in (tags).
     pub field_chunk_symbols: Field,
+    /// The names of the definitions (tags) that start in a code chunk, one value each, stored
+    /// only: what the completion's used-names gate reads from a hit instead of parsing it.
+    pub field_chunk_names: Field,
     pub field_chunk_embedding_bits: Field,
     /// A code chunk's `chunk_side::ChunkSide` (its definition's name, head, length and path
     /// words), encoded, for the learned ranker.
@@ -121,6 +124,7 @@ impl IndexSchema {
         );
         let field_chunk_words = builder.add_text_field("chunk_words", words.clone());
         let field_chunk_symbols = builder.add_text_field("chunk_symbols", words);
+        let field_chunk_names = builder.add_text_field("chunk_names", STORED);
         let field_chunk_embedding_bits =
             builder.add_bytes_field("chunk_embedding_bits", BytesOptions::default().set_fast());
         let field_chunk_side =
@@ -144,6 +148,7 @@ impl IndexSchema {
             field_chunk_tokens,
             field_chunk_words,
             field_chunk_symbols,
+            field_chunk_names,
             field_chunk_embedding_bits,
             field_chunk_side,
             field_chunk_in_test,

@@ -115,10 +115,26 @@ fn chunk_lines(chunk: &Chunk) -> (usize, usize) {
 /// Whether a definition starts in the chunk: its header (the `def`, `class`, `fn`, `impl` line)
 /// is in it, so it shows what the definition is called and takes.
 fn chunk_defines(definitions: &[intelligence::Tag], chunk: &Chunk) -> bool {
+    chunk_defined_names(definitions, chunk).next().is_some()
+}
+
+/// Names a chunk's row keeps at most (a minified file's chunk can start hundreds).
+const MAX_CHUNK_NAMES: usize = 256;
+
+/// The names of the definitions that start in the chunk, in file order, each once (at most
+/// `MAX_CHUNK_NAMES`): stored with the chunk, so that a search hit says what it defines.
+fn chunk_defined_names<'a>(
+    definitions: &'a [intelligence::Tag],
+    chunk: &Chunk,
+) -> impl Iterator<Item = &'a str> {
     let (first, last) = chunk_lines(chunk);
+    let mut seen = HashSet::new();
     definitions
         .iter()
-        .any(|tag| (first..last).contains(&tag.line_range.start))
+        .filter(move |tag| (first..last).contains(&tag.line_range.start))
+        .map(|tag| tag.name.as_str())
+        .filter(move |name| seen.insert(*name))
+        .take(MAX_CHUNK_NAMES)
 }
 
 /// Writes the code corpus. Holds the index writer (and so the index lock) while it lives.
@@ -689,5 +705,15 @@ mod tests {
             !chunk_symbols(&definitions, &body).is_empty(),
             "it still lies in both"
         );
+
+        // The names stored with a chunk are those that start in it, as written.
+        let names = |c: &Chunk| chunk_defined_names(&definitions, c).collect::<Vec<_>>();
+        assert_eq!(names(&method), vec!["write_dl"]);
+        assert_eq!(
+            names(&chunk(4, "class HelpFormatter:\n    def __init__(self):\n")),
+            vec!["HelpFormatter", "__init__"]
+        );
+        assert!(names(&body).is_empty());
+        assert!(names(&chunk(1, "import os\n")).is_empty());
     }
 }

@@ -30,7 +30,7 @@ use tantivy::TantivyDocument;
 
 use super::stat_cache::{FileStamp, StatCache, StatCacheUpdate};
 use super::{
-    chunk_defines, chunk_symbols, clip_front, document_id,
+    chunk_defined_names, chunk_defines, chunk_symbols, clip_front, document_id,
     filter::{self, MAX_FILE_BYTES, SkipReason},
     intelligence::{self, DEFAULT_CHUNK_SIZE},
     relations::FileRecord,
@@ -410,6 +410,9 @@ fn prepare(context: &ReadContext, file: FileToPrepare) -> PreparedFile {
         }
         for word in chunk_symbols(&definitions, chunk) {
             doc.add_text(schema.field_chunk_symbols, word);
+        }
+        for name in chunk_defined_names(&definitions, chunk) {
+            doc.add_text(schema.field_chunk_names, name);
         }
         doc.add_u64(schema.field_chunk_in_test, in_test);
         doc.add_bytes(

@@ -287,6 +287,7 @@ impl tabby_common::api::code::CodeContext for AnswerContext {
                             commit: item.commit,
                             language: item.language,
                             start_line: Some(item.start_line),
+                            defines: None,
                         },
                     },
                     reason,

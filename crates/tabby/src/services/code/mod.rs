@@ -352,6 +352,11 @@ impl CodeSearchService {
                 .as_u64()
                 .map(|l| l as usize),
             origin: CodeOrigin::from_attribute(attributes[fields::CHUNK_ORIGIN].as_str()),
+            defines: Some(
+                doc.get_all(schema.field_chunk_names)
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+            ),
         })
     }
 }

@@ -532,6 +532,20 @@ async fn a_definition_outranks_its_callers_on_its_name() {
         .unwrap();
     let files: Vec<_> = hits.iter().map(|h| h.doc.filepath.as_str()).collect();
     assert_eq!(files.first(), Some(&"formatting.py"), "{files:?}");
+    // Each hit says what it defines, as the indexer stored it.
+    let defines = |path: &str| {
+        hits.iter()
+            .find(|h| h.doc.filepath == path)
+            .and_then(|h| h.doc.defines.clone())
+    };
+    assert_eq!(
+        defines("formatting.py"),
+        Some(vec!["HelpFormatter".to_string(), "write_dl".to_string()])
+    );
+    assert_eq!(
+        defines("commands.py"),
+        Some(vec!["format_commands".to_string()])
+    );
 }
 
 #[tokio::test]

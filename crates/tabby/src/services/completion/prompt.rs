@@ -282,6 +282,7 @@ impl<'a> SnippetWriter<'a> {
             filepath: snippet.filepath.clone(),
             body: format!("{}\n{marker}\n", &body[..cut]),
             score: snippet.score,
+            defines: None,
         })
     }
 
@@ -473,6 +474,7 @@ mod tests {
             filepath: path.into(),
             body: body.into(),
             score: 1.0,
+            defines: None,
         }
     }
 

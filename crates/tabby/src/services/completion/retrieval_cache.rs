@@ -294,6 +294,7 @@ mod tests {
             filepath: format!("{name}.py"),
             body: format!("def {name}(): pass"),
             score: 1.0,
+            defines: None,
         }
     }
 
@@ -366,6 +367,7 @@ mod tests {
             filepath: "a.py".into(),
             body: "x = 1".into(),
             score: 1.0,
+            defines: None,
         };
         let key = |i: usize| {
             LineKey::new(
@@ -387,6 +389,7 @@ mod tests {
             filepath: path.into(),
             body: "def f(x):\n".into(),
             score: 0.0,
+            defines: None,
         }]
     }
 

@@ -21,6 +21,7 @@ pub fn client_snippets(segments: &Segments) -> Vec<Snippet> {
         filepath: d.filepath.clone(),
         body: d.body.clone(),
         score: 1.0,
+        defines: None,
     });
     let changed = segments
         .relevant_snippets_from_changed_files
@@ -85,6 +86,7 @@ pub async fn code_search_snippets(
                         Score::Bm25 => hit.scores.bm25,
                         Score::Rrf => hit.scores.rrf,
                     },
+                    defines: hit.doc.defines.map(Into::into),
                 });
             }
         }
@@ -151,6 +153,7 @@ pub async fn receiver_outline(
                 filepath: o.filepath,
                 body: o.body,
                 score: 0.0,
+                defines: None,
             })
             .collect(),
         Err(CodeSearchError::NotReady) => Vec::new(),
@@ -195,6 +198,7 @@ mod tests {
             filepath: path.into(),
             body: body.into(),
             score: 0.5,
+            defines: None,
         }
     }
 
@@ -218,6 +222,7 @@ mod tests {
                 language: "python".into(),
                 start_line: Some(1),
                 origin: Default::default(),
+                defines: None,
             },
         }
     }

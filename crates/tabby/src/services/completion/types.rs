@@ -84,6 +84,10 @@ pub struct Snippet {
     pub filepath: String,
     pub body: String,
     pub score: f32,
+    /// For a code search hit, the names of the definitions that start in it (from the index);
+    /// `None` for the editor's snippets and wherever unknown. Never read from a request.
+    #[serde(skip)]
+    pub defines: Option<std::sync::Arc<[String]>>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, ToSchema)]

@@ -72,7 +72,9 @@ impl DefinedNames {
 
     /// The snippets of `hits` that come from a file in `near` or define a name `used` holds,
     /// in their order; all of them when the language has no definitions to read (no tags
-    /// query).
+    /// query). What a hit defines is what the indexer stored with it (the tags of its whole
+    /// file, so a method's chunk names its method however it is indented); a snippet without
+    /// that record is parsed on its own, once per body.
     pub fn keep_used(
         &self,
         canonical: &str,
@@ -86,10 +88,13 @@ impl DefinedNames {
         hits.iter()
             .filter(|hit| {
                 near.holds(&hit.filepath)
-                    || self
-                        .of(canonical, &hit.body)
-                        .iter()
-                        .any(|name| used.uses(name))
+                    || match &hit.defines {
+                        Some(names) => names.iter().any(|name| used.uses(name)),
+                        None => self
+                            .of(canonical, &hit.body)
+                            .iter()
+                            .any(|name| used.uses(name)),
+                    }
             })
             .cloned()
             .collect()
@@ -186,6 +191,7 @@ mod tests {
             filepath: "lib.py".into(),
             body: body.into(),
             score: 1.0,
+            defines: None,
         }
     }
 
@@ -301,6 +307,26 @@ mod tests {
         assert_eq!(kept("    total += c").len(), 2);
         // A number is no name.
         assert!(kept("    total += 12").is_empty());
+    }
+
+    #[test]
+    fn what_the_index_stored_decides_over_the_body() {
+        // An indented method's chunk parsed on its own; the index knew it from the whole file.
+        let stored = |body: &str, names: &[&str]| Snippet {
+            defines: Some(names.iter().map(|n| n.to_string()).collect()),
+            ..snippet(body)
+        };
+        let hits = [
+            stored("    def keys(self):\n        return []\n", &["keys"]),
+            // The body looks like a definition of `keys`; the index says it defines nothing.
+            stored("def keys():\n    pass\n", &[]),
+        ];
+        let used = UsedNames::new("md.keys", "", []);
+        let defined = DefinedNames::default();
+        let kept = defined.keep_used("python", &hits, &used, &nowhere());
+        assert_eq!(kept, vec![hits[0].clone()]);
+        // Nothing was parsed.
+        assert!(defined.inner.lock().unwrap().0.is_empty());
     }
 
     #[test]
