@@ -363,19 +363,24 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         bail!("{} holds no completion query", options.queries.display());
     }
     let languages = Arc::new(LanguageTable::builtin());
-    let mut search = CodeSearchService::new(
-        corpus.index_dir.clone(),
-        options.embedding.clone(),
-        languages.clone(),
-    );
-    search.query_strategy = options.strategy;
-    search.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
-        corpus.tmp.path().join("repositories"),
-    )));
-    if let Some(ranker) = &options.ranker {
-        search.ranker = Some(ranker.clone());
-    }
-    let search: Arc<dyn CodeSearch> = Arc::new(search);
+    // A fresh search service per variant: the caches a variant's first requests fill (the
+    // index reader, each file's imports) would otherwise make the next variant's first
+    // requests look cheaper than a server's.
+    let new_search = || -> Arc<dyn CodeSearch> {
+        let mut search = CodeSearchService::new(
+            corpus.index_dir.clone(),
+            options.embedding.clone(),
+            languages.clone(),
+        );
+        search.query_strategy = options.strategy;
+        search.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
+            corpus.tmp.path().join("repositories"),
+        )));
+        if let Some(ranker) = &options.ranker {
+            search.ranker = Some(ranker.clone());
+        }
+        Arc::new(search)
+    };
 
     let mut out = match &options.out {
         Some(path) => Some(std::io::BufWriter::new(
@@ -387,6 +392,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
     let mut tallies = Vec::new();
     for variant in &options.variants {
         let config = variant.config(&options.config.completion);
+        let search = new_search();
         let service = |engine: Arc<dyn CompletionStream>| {
             CompletionService::new(
                 CompletionModel {

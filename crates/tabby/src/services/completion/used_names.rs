@@ -1,12 +1,13 @@
 //! Which code-search hits may become snippets of a completion prompt when
-//! `[completion] snippets_of_used_names` is set (the default): those from a file the edited file imports (as
-//! indexed; in Go, also a file of its own package, which needs no import), and those that
-//! define a name (tree-sitter tags) that the editor's text uses — the prefix, the suffix or the
-//! file's import statements. A hit from elsewhere that defines nothing the file touches (a
-//! chunk from the middle of a body, a definition that only shares words with the lines before
-//! the cursor) stays out. A file the index does not hold keeps every hit, and the name being
-//! typed counts as a use of the names it starts (README, "What context does to completions",
-//! sessions 29 and 30).
+//! `[completion] snippets_of_used_names` is set (the default): those from a file the edited
+//! file imports (as indexed; in Go, also a file of its own package, which needs no import), and
+//! those that define a name that the editor's text uses — the prefix, the suffix or the file's
+//! import statements. What a hit defines is what the indexer stored with its chunk
+//! (`chunk_names`: the tags of the whole file that start in the chunk), so a request parses
+//! nothing. A hit from elsewhere that defines nothing the file touches (a chunk from the middle
+//! of a body, a definition that only shares words with the lines before the cursor) stays out.
+//! A file the index does not hold keeps every hit, and the name being typed counts as a use of
+//! the names it starts (README, "What context does to completions", sessions 29 to 31).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
