@@ -222,7 +222,7 @@ mod tests {
                 language: "python".into(),
                 start_line: Some(1),
                 origin: Default::default(),
-                defines: None,
+                defines: Some(vec![path.replace('.', "_")]),
             },
         }
     }
@@ -302,7 +302,25 @@ mod tests {
             .await;
             let paths: Vec<&str> = snippets.iter().map(|s| s.filepath.as_str()).collect();
             assert_eq!(paths, expected, "both_legs {both_legs}");
+            // Each snippet keeps what its hit defines, for the used-names gate.
+            for s in &snippets {
+                assert_eq!(
+                    s.defines.as_deref(),
+                    Some(&[s.filepath.replace('.', "_")][..])
+                );
+            }
         }
+    }
+
+    /// What a snippet defines comes from the index only: a request cannot claim it.
+    #[test]
+    fn a_request_cannot_say_what_its_snippets_define() {
+        let sent: Snippet = serde_json::from_str(
+            r#"{"filepath": "a.py", "body": "x = 1", "score": 1.0, "defines": ["anything"]}"#,
+        )
+        .unwrap();
+        assert_eq!(sent.defines, None);
+        assert!(!serde_json::to_string(&sent).unwrap().contains("defines"));
     }
 
     #[test]
