@@ -293,6 +293,110 @@ fn eval_completion_mode_runs_the_model_per_variant() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// `--prompts-only` builds every prompt without the model (the prompt columns are measured,
+/// the answers are not), and `--only` runs the model on the named queries alone: the others
+/// pass through the service unmeasured, and an `--only` file naming no query of the set is an
+/// error.
+#[test]
+fn eval_completion_mode_builds_prompts_alone_or_for_named_queries() {
+    let f = Fixture::new();
+    std::fs::write(
+        f.corpus.join("app.py"),
+        format!("{APP}render_html_table(rows)\n    return page\n"),
+    )
+    .unwrap();
+    let queries = f.root.path().join("completion.jsonl");
+    let mut first = query_lines()[2].clone();
+    first["symbol"] = json!("render_html_table");
+    first["call_line"] = json!(APP.lines().count());
+    let mut second = first.clone();
+    second["id"] = json!("second");
+    write_queries(&queries, &[first.clone(), second]);
+    let models = embedded_models_dir();
+    let run = |extra: &[&str], out: &Path| {
+        let mut args = vec![
+            "eval",
+            "--mode",
+            "completion",
+            "--queries",
+            queries.to_str().unwrap(),
+            "--corpus",
+            f.corpus.to_str().unwrap(),
+            "--embedding",
+            "hash",
+            "--variants",
+            "on",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let output = std::process::Command::new(tabby_bin())
+            .args(&args)
+            .env("TABBY_ROOT", f.root.path())
+            .env("TABBY_MODEL_CACHE_ROOT", &models)
+            .output()
+            .unwrap();
+        (
+            output.status,
+            String::from_utf8_lossy(&output.stdout).to_string(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+    // n, identifier match, exact line, edit sim, with snippet, target snippet.
+    let row = |stdout: &str| -> Vec<f64> {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("| on |"))
+            .unwrap_or_else(|| panic!("no row on in:\n{stdout}"));
+        line.trim_matches('|')
+            .split('|')
+            .skip(1)
+            .take(6)
+            .map(|c| c.trim().parse().unwrap())
+            .collect()
+    };
+
+    let out = f.root.path().join("prompts.jsonl");
+    let (status, stdout, stderr) = run(&["--prompts-only"], &out);
+    assert!(status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("no model ran"), "{stdout}");
+    let on = row(&stdout);
+    assert_eq!(on[0], 2.0, "{stdout}");
+    assert_eq!((on[1], on[4], on[5]), (0.0, 1.0, 1.0), "{stdout}");
+    let rows = read_results(&out);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["text"], "", "no model ran");
+    assert!(
+        rows[0]["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("def render_html_table"),
+        "{}",
+        rows[0]["prompt"]
+    );
+
+    let ids = f.root.path().join("ids.txt");
+    std::fs::write(&ids, "\nsecond\n").unwrap();
+    let out = f.root.path().join("only.jsonl");
+    let (status, stdout, stderr) = run(&["--only", ids.to_str().unwrap()], &out);
+    assert!(status.success(), "{stdout}\n{stderr}");
+    let on = row(&stdout);
+    assert_eq!(on[0], 1.0, "only the named query is measured: {stdout}");
+    assert_eq!(on[1], 1.0, "the model ran on it: {stdout}");
+    let rows = read_results(&out);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["id"], "second");
+
+    std::fs::write(&ids, "not-in-the-set\n").unwrap();
+    let (status, _, stderr) = run(&["--only", ids.to_str().unwrap()], &out);
+    assert!(!status.success());
+    assert!(stderr.contains("--only"), "{stderr}");
+    let (status, _, stderr) = run(&["--only", "/nonexistent/ids.txt"], &out);
+    assert!(!status.success());
+    assert!(stderr.contains("cannot read --only"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// A small tree in five languages: in each, a documented definition and a call of it from
 /// another file (through a module prefix, so the call's 40 lines never name it).
 fn write_multilanguage_tree(dir: &Path) {

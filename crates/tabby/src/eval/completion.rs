@@ -11,7 +11,9 @@
 //! overlaps the target, prompt size, and latency with and without the model.
 
 use std::{
+    collections::HashSet,
     io::Write,
+    sync::atomic::{AtomicBool, Ordering},
     path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, Instant},
@@ -246,6 +248,12 @@ pub struct CompletionEvalOptions {
     pub variants: Vec<Variant>,
     /// The first N completion queries only.
     pub limit: Option<usize>,
+    /// The ids of the queries the model runs on and the figures count (`--only`); the others
+    /// still go through the service (each file's carried-over snippets stay those of a full
+    /// run) with a model that answers nothing.
+    pub only: Option<HashSet<String>>,
+    /// No query runs the model (`--prompts-only`).
+    pub prompts_only: bool,
     pub out: Option<PathBuf>,
     pub config: Config,
     pub model: CompletionModel,
@@ -362,6 +370,11 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
     if cases.is_empty() {
         bail!("{} holds no completion query", options.queries.display());
     }
+    if let Some(only) = &options.only
+        && !cases.iter().any(|c| only.contains(&c.query.id))
+    {
+        bail!("no completion query of the set has an id that --only names");
+    }
     let languages = Arc::new(LanguageTable::builtin());
     // A fresh search service per variant: the caches a variant's first requests fill (the
     // index reader, each file's imports) would otherwise make the next variant's first
@@ -409,7 +422,16 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
             // queries in between took.
             .with_retrieval_ttl(Duration::MAX)
         };
-        let with_model = service(options.model.engine.clone());
+        // The model answers the measured queries; the others only pass through the service.
+        let unmeasured = Arc::new(AtomicBool::new(false));
+        let with_model = if options.prompts_only {
+            service(Arc::new(NoModel))
+        } else {
+            service(Arc::new(Skippable {
+                model: options.model.engine.clone(),
+                skip: unmeasured.clone(),
+            }))
+        };
         let without_model = service(Arc::new(NoModel));
         let mut tally = Tally::default();
         for (i, case) in cases.iter().enumerate() {
@@ -426,6 +448,13 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                 allowed_repositories: Some(&allowed),
                 ..Default::default()
             };
+            let measured = (options.only.as_ref()).is_none_or(|o| o.contains(&case.query.id));
+            if !measured {
+                unmeasured.store(true, Ordering::SeqCst);
+                with_model.generate(request, ctx()).await?;
+                unmeasured.store(false, Ordering::SeqCst);
+                continue;
+            }
             let t = Instant::now();
             without_model.generate(request.clone(), ctx()).await?;
             tally.overhead.push(t.elapsed());
@@ -498,6 +527,17 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
             .map_or("none", |e| e.model_id.as_str()),
         options.config.completion.max_input_length,
     );
+    if options.prompts_only {
+        println!(
+            "prompts only (--prompts-only): no model ran; identifier match, exact line, edit similarity and latency are not measured"
+        );
+    }
+    if let Some(only) = &options.only {
+        println!(
+            "the model ran on the {} queries --only names; the others passed through the service unmeasured",
+            only.len()
+        );
+    }
     println!(
         "| variant | n | identifier match | exact line | edit sim | with snippet | target snippet | callee named | prompt bytes | latency p50 / p90 ms | server overhead p50 ms, first / again |"
     );
@@ -645,6 +685,27 @@ fn edit_similarity(a: &str, b: &str) -> f64 {
 
 /// A model that answers nothing at once: times the server's own part of a completion.
 struct NoModel;
+
+/// The configured model, or no answer while `skip` is set (a query `--only` leaves out).
+struct Skippable {
+    model: Arc<dyn CompletionStream>,
+    skip: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl CompletionStream for Skippable {
+    async fn generate(
+        &self,
+        prompt: &str,
+        options: CompletionOptions,
+    ) -> BoxStream<'static, Result<String, ModelError>> {
+        if self.skip.load(Ordering::SeqCst) {
+            Box::pin(futures::stream::empty())
+        } else {
+            self.model.generate(prompt, options).await
+        }
+    }
+}
 
 #[async_trait]
 impl CompletionStream for NoModel {
