@@ -213,6 +213,66 @@ fn eval_rejects_bad_input_with_a_message() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// The fixture's completion query, its call line written into `app.py`: `render_html_table`
+/// called from `app.py`, defined in `render.py`.
+fn completion_query(f: &Fixture) -> Value {
+    std::fs::write(
+        f.corpus.join("app.py"),
+        format!("{APP}render_html_table(rows)\n    return page\n"),
+    )
+    .unwrap();
+    let mut cc = query_lines()[2].clone();
+    cc["symbol"] = json!("render_html_table");
+    cc["call_line"] = json!(APP.lines().count());
+    cc
+}
+
+/// `tabby eval --mode completion` on the fixture with the embedded default models.
+fn eval_completion(
+    f: &Fixture,
+    queries: &Path,
+    extra: &[&str],
+) -> (std::process::ExitStatus, String, String) {
+    let mut args = vec![
+        "eval",
+        "--mode",
+        "completion",
+        "--queries",
+        queries.to_str().unwrap(),
+        "--corpus",
+        f.corpus.to_str().unwrap(),
+        "--embedding",
+        "hash",
+    ];
+    args.extend_from_slice(extra);
+    let output = std::process::Command::new(tabby_bin())
+        .args(&args)
+        .env("TABBY_ROOT", f.root.path())
+        .env("TABBY_MODEL_CACHE_ROOT", embedded_models_dir())
+        .output()
+        .unwrap();
+    (
+        output.status,
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// A completion-eval table row's numbers: n, identifier match, exact line, edit sim, with
+/// snippet, target snippet, callee named, prompt bytes.
+fn completion_row(stdout: &str, variant: &str) -> Vec<f64> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("| {variant} |")))
+        .unwrap_or_else(|| panic!("no row {variant} in:\n{stdout}"));
+    line.trim_matches('|')
+        .split('|')
+        .skip(1)
+        .take(8)
+        .map(|c| c.trim().parse().unwrap())
+        .collect()
+}
+
 /// `--mode completion` on the embedded default completion model: the completion query runs
 /// with retrieval off and on, the editor's suffix is rebuilt from the corpus, and the table
 /// has a row per variant; with retrieval on, the prompt holds the callee's definition and the
@@ -220,56 +280,17 @@ fn eval_rejects_bad_input_with_a_message() {
 #[test]
 fn eval_completion_mode_runs_the_model_per_variant() {
     let f = Fixture::new();
-    std::fs::write(
-        f.corpus.join("app.py"),
-        format!("{APP}render_html_table(rows)\n    return page\n"),
-    )
-    .unwrap();
+    let cc = completion_query(&f);
     let queries = f.root.path().join("completion.jsonl");
-    let mut cc = query_lines()[2].clone();
-    cc["symbol"] = json!("render_html_table");
-    cc["call_line"] = json!(APP.lines().count());
     write_queries(&queries, &[query_lines()[0].clone(), cc]);
     let out = f.root.path().join("completions.jsonl");
-    let models = embedded_models_dir();
-    let output = std::process::Command::new(tabby_bin())
-        .args([
-            "eval",
-            "--mode",
-            "completion",
-            "--queries",
-            queries.to_str().unwrap(),
-            "--corpus",
-            f.corpus.to_str().unwrap(),
-            "--embedding",
-            "hash",
-            "--variants",
-            "off,on",
-            "--out",
-            out.to_str().unwrap(),
-        ])
-        .env("TABBY_ROOT", f.root.path())
-        .env("TABBY_MODEL_CACHE_ROOT", &models)
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr),
+    let (status, stdout, stderr) = eval_completion(
+        &f,
+        &queries,
+        &["--variants", "off,on", "--out", out.to_str().unwrap()],
     );
-    assert!(output.status.success(), "{stdout}\n{stderr}");
-    // n, identifier match, exact line, edit sim, with snippet, target snippet, prompt bytes.
-    let row = |variant: &str| -> Vec<f64> {
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with(&format!("| {variant} |")))
-            .unwrap_or_else(|| panic!("no row {variant} in:\n{stdout}"));
-        line.trim_matches('|')
-            .split('|')
-            .skip(1)
-            .take(7)
-            .map(|c| c.trim().parse().unwrap())
-            .collect()
-    };
+    assert!(status.success(), "{stdout}\n{stderr}");
+    let row = |variant: &str| completion_row(&stdout, variant);
     let (off, on) = (row("off"), row("on"));
     assert_eq!(off[0], 1.0, "only the completion query runs: {stdout}");
     assert_eq!((off[4], off[5]), (0.0, 0.0), "{stdout}");
@@ -300,61 +321,17 @@ fn eval_completion_mode_runs_the_model_per_variant() {
 #[test]
 fn eval_completion_mode_builds_prompts_alone_or_for_named_queries() {
     let f = Fixture::new();
-    std::fs::write(
-        f.corpus.join("app.py"),
-        format!("{APP}render_html_table(rows)\n    return page\n"),
-    )
-    .unwrap();
-    let queries = f.root.path().join("completion.jsonl");
-    let mut first = query_lines()[2].clone();
-    first["symbol"] = json!("render_html_table");
-    first["call_line"] = json!(APP.lines().count());
+    let first = completion_query(&f);
     let mut second = first.clone();
     second["id"] = json!("second");
-    write_queries(&queries, &[first.clone(), second]);
-    let models = embedded_models_dir();
+    let queries = f.root.path().join("completion.jsonl");
+    write_queries(&queries, &[first, second]);
     let run = |extra: &[&str], out: &Path| {
-        let mut args = vec![
-            "eval",
-            "--mode",
-            "completion",
-            "--queries",
-            queries.to_str().unwrap(),
-            "--corpus",
-            f.corpus.to_str().unwrap(),
-            "--embedding",
-            "hash",
-            "--variants",
-            "on",
-            "--out",
-            out.to_str().unwrap(),
-        ];
+        let mut args = vec!["--variants", "on", "--out", out.to_str().unwrap()];
         args.extend_from_slice(extra);
-        let output = std::process::Command::new(tabby_bin())
-            .args(&args)
-            .env("TABBY_ROOT", f.root.path())
-            .env("TABBY_MODEL_CACHE_ROOT", &models)
-            .output()
-            .unwrap();
-        (
-            output.status,
-            String::from_utf8_lossy(&output.stdout).to_string(),
-            String::from_utf8_lossy(&output.stderr).to_string(),
-        )
+        eval_completion(&f, &queries, &args)
     };
-    // n, identifier match, exact line, edit sim, with snippet, target snippet.
-    let row = |stdout: &str| -> Vec<f64> {
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with("| on |"))
-            .unwrap_or_else(|| panic!("no row on in:\n{stdout}"));
-        line.trim_matches('|')
-            .split('|')
-            .skip(1)
-            .take(6)
-            .map(|c| c.trim().parse().unwrap())
-            .collect()
-    };
+    let row = |stdout: &str| completion_row(stdout, "on");
 
     let out = f.root.path().join("prompts.jsonl");
     let (status, stdout, stderr) = run(&["--prompts-only"], &out);

@@ -324,16 +324,18 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
     {
         let variants = eval::Variant::parse_list(&variants)?;
         let only = only
-            .map(|path| -> anyhow::Result<std::collections::HashSet<String>> {
-                let text = std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read --only {}", path.display()))?;
-                Ok(text
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string)
-                    .collect())
-            })
+            .map(
+                |path| -> anyhow::Result<std::collections::HashSet<String>> {
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("cannot read --only {}", path.display()))?;
+                    Ok(text
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .map(str::to_string)
+                        .collect())
+                },
+            )
             .transpose()?;
         if limit == Some(0) {
             anyhow::bail!("--limit must be at least 1");

@@ -13,9 +13,9 @@
 use std::{
     collections::HashSet,
     io::Write,
-    sync::atomic::{AtomicBool, Ordering},
     path::{Path, PathBuf},
     sync::Arc,
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
