@@ -372,6 +372,10 @@ fn eval_completion_mode_builds_prompts_alone_or_for_named_queries() {
     assert!(!status.success());
     assert!(stderr.contains("cannot read --only"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+    // Not ignored without --mode completion.
+    let (status, _, stderr) = f.eval(&queries, &["--prompts-only"]);
+    assert!(!status.success());
+    assert!(stderr.contains("need --mode completion"), "{stderr}");
 }
 
 /// A small tree in five languages: in each, a documented definition and a call of it from

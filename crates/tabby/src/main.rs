@@ -304,6 +304,15 @@ fn main() -> std::process::ExitCode {
             } => tabby::eval::paired::run(options),
             Command::Eval {
                 command: None,
+                mode: EvalModeArg::Retrieval,
+                ref only,
+                prompts_only,
+                ..
+            } if only.is_some() || prompts_only => Err(anyhow::anyhow!(
+                "--only and --prompts-only need --mode completion"
+            )),
+            Command::Eval {
+                command: None,
                 queries: Some(queries),
                 corpus: Some(corpus),
                 legs,
