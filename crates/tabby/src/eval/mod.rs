@@ -597,12 +597,13 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         out.flush()?;
     }
     println!(
-        "embedding: {}   query strategy: {:?}   ranker: {ranker_version}   thresholds: {}",
+        "embedding: {}   query strategy: {:?}   ranker: {ranker_version}   nl expansion: {}   thresholds: {}",
         options
             .embedding
             .as_ref()
             .map_or("none", |e| e.model_id.as_str()),
         options.strategy,
+        crate::services::code::nl_expansion_version(options.strategy).unwrap_or("none"),
         if options.thresholds {
             "configured"
         } else {

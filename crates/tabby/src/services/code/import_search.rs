@@ -231,6 +231,7 @@ impl CodeSearchService {
             let bm25 = Bm25Query {
                 fields: self.query_strategy.bm25_fields(),
                 tokens,
+                expansions: vec![],
                 prune_common: false,
                 row_factors: self.query_strategy.row_factors(),
             };

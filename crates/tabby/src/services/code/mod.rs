@@ -4,6 +4,7 @@
 //! and thresholded.
 
 pub(crate) mod content;
+mod expansion;
 mod generation_cache;
 mod hamming;
 mod import_search;
@@ -52,6 +53,14 @@ use self::hamming::{
 pub use self::query::QueryStrategy;
 use self::ranker::{QueryKind, Ranker};
 use self::tie::{TieKeys, sort_hits, top_by_score};
+
+/// The version of the table that expands questions' BM25 terms under `strategy` (none for
+/// upstream's), for `tabby eval`'s header.
+pub fn nl_expansion_version(strategy: QueryStrategy) -> Option<&'static str> {
+    strategy
+        .expands_questions()
+        .then(|| expansion::NlExpansion::builtin().version())
+}
 
 /// RRF constant: each list contributes 1 / (RRF_K + rank), ranks from 1.
 const RRF_K: f32 = 60.0;
@@ -250,11 +259,20 @@ impl CodeSearchService {
             clauses.extend(query.filepath.as_deref().map(exclude_file));
             clauses
         };
+        let kind = QueryKind::of(&query.content, query.filepath.as_deref());
+        let tokens = self
+            .query_strategy
+            .bm25_terms(query::bounded(&query.content));
+        // A question's words also look for the code words they point to (tuned strategy).
+        let expansions = if kind == QueryKind::Nl && self.query_strategy.expands_questions() {
+            expansion::NlExpansion::builtin().expand(&tokens, expansion::MAX_EXPANSIONS)
+        } else {
+            vec![]
+        };
         let bm25_query = Bm25Query {
             fields: self.query_strategy.bm25_fields(),
-            tokens: self
-                .query_strategy
-                .bm25_terms(query::bounded(&query.content)),
+            tokens,
+            expansions,
             prune_common: self.query_strategy.prunes_common_terms(),
             row_factors: self.query_strategy.row_factors(),
         };
@@ -325,7 +343,7 @@ impl CodeSearchService {
             bm25,
             embedding: embedding_hits,
             has_embedding,
-            kind: QueryKind::of(&query.content, query.filepath.as_deref()),
+            kind,
             content: query::bounded(&query.content).to_string(),
             text: std::sync::OnceLock::new(),
         })
@@ -371,6 +389,8 @@ enum Bm25Task {
 struct Bm25Query {
     fields: Vec<Bm25Field>,
     tokens: Vec<String>,
+    /// Terms the query's own terms point to (`expansion`), each at `EXPANSION_WEIGHT`.
+    expansions: Vec<String>,
     /// Drop terms that too many code rows contain (see `Bm25Field::max_share`).
     prune_common: bool,
     /// Factors on the scores of kinds of chunks (see `QueryStrategy::row_factors`).
@@ -413,6 +433,10 @@ fn bm25_leg(
         for (token, n) in &distinct {
             let term = tantivy::Term::from_field_text(field.field, token);
             counts.push((term, field.weight * *n as f32, field));
+        }
+        for token in &query.expansions {
+            let term = tantivy::Term::from_field_text(field.field, token);
+            counts.push((term, field.weight * expansion::EXPANSION_WEIGHT, field));
         }
     }
     if let Some(rows) = query

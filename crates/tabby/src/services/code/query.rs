@@ -156,6 +156,12 @@ impl QueryStrategy {
         }
     }
 
+    /// Whether the BM25 leg adds to a question's terms the code words they point to
+    /// (`expansion`; upstream: no).
+    pub fn expands_questions(&self) -> bool {
+        matches!(self, QueryStrategy::Tuned)
+    }
+
     /// Whether the BM25 leg drops terms most chunks contain (upstream keeps every term).
     pub fn prunes_common_terms(&self) -> bool {
         matches!(self, QueryStrategy::Tuned)

@@ -1476,3 +1476,33 @@ fn stitched_text_does_not_depend_on_the_order_of_the_chunks() {
     assert_eq!(stitch(chunks), expected);
     assert_eq!(stitch(reversed), expected);
 }
+
+#[tokio::test]
+async fn a_question_finds_code_through_the_code_words_its_words_point_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("repo");
+    let target = "class Line:\n    def vacant(self) -> bool:\n        return self.count == 0\n";
+    write(&dir, "line.py", target);
+    write_unrelated(&dir, "");
+    let (service, _) = index_sources(tmp.path(), &[("config:q", &dir)], false).await;
+
+    // None of the question's words is in the definition: only the learned expansion
+    // ("whether" → `bool`) reaches it.
+    let question = "Tell whether nothing is waiting";
+    let words = tabby_common::index::code::search_words(target);
+    for w in tabby_common::index::code::search_words(question) {
+        assert!(!words.contains(&w), "{w} is in the definition");
+    }
+    let q = query(question, None, None, "config:q");
+    let legs = service.search_legs(&q, 10).await.unwrap();
+    let first = legs
+        .bm25
+        .first()
+        .and_then(|(_, address)| CodeSearchService::document(&legs.searcher, *address));
+    assert_eq!(first.map(|d| d.filepath), Some("line.py".to_string()));
+
+    // Code before a cursor is not expanded: the same words as a prefix find nothing.
+    let q = query(question, Some("python"), Some("other.py"), "config:q");
+    let legs = service.search_legs(&q, 10).await.unwrap();
+    assert!(legs.bm25.is_empty(), "{:?}", legs.bm25.len());
+}
