@@ -5,6 +5,8 @@ queries with (crates/tabby/assets/nl-expansion.tsv).
 
 Usage: scripts/eval/train_expansion.py SETS_DIR OUT.tsv [--per-word 2] [--min-score 0.1]
                                        [--min-packages 4] [--min-lift 2]
+                                       [--max-expansions 6] [--weight 1]
+       scripts/eval/train_expansion.py --print-words < TEXT   (the search words of each line)
   SETS_DIR: scripts/eval/training_sets.py's output (train split; the dev sets and the packages
   reserved for evaluation are never read: dev names are skipped, reserved ones are never there).
 
@@ -15,7 +17,9 @@ light Porter stem), ported below. A pair (question word q, code word c), c ≠ q
 P(c | q) · ln(lift), lift = P(c | q) / P(c), over all pairs; it is kept when it co-occurs in
 pairs of at least --min-packages packages (so one package's vocabulary does not make a rule)
 with lift ≥ --min-lift, and each word keeps its --per-word best expansions scoring at least
---min-score. Standard library only; deterministic (sorted output, ties by word).
+--min-score. The file also carries the search's two parameters: a question gets at most
+--max-expansions code words (`@max`), each at --weight against 1 for an occurrence of one of its
+own words (`@weight`). Standard library only; deterministic (sorted output, ties by word).
 """
 
 import argparse
@@ -28,6 +32,7 @@ import sys
 
 DEV = {'markdown', 'packaging', 'tomlkit', 'pyflakes', 'hyper', 'axum', 'burntsushi-toml',
        'spf13-pflag', 'mobx', 'handlebars'}
+DIGITS = set('0123456789')  # Rust's is_ascii_digit: the index splits at ASCII digits only
 STOP = set('a an and are as at be by for from if in into is it its of on or that the this to '
            'was will with'.split())
 
@@ -100,7 +105,7 @@ def split_identifier(tok):
             n = tok[i + 1] if i + 1 < len(tok) else None
             if ((p.islower() and c.isupper())
                     or (p.isupper() and c.isupper() and n is not None and n.islower())
-                    or (p.isalpha() and c.isdigit()) or (p.isdigit() and c.isalpha())):
+                    or (p.isalpha() and c in DIGITS) or (p in DIGITS and c.isalpha())):
                 parts.append(cur)
                 cur = ''
         cur += c.lower()
@@ -146,13 +151,24 @@ def nl_pairs(d):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('sets_dir')
-    ap.add_argument('out')
+    ap.add_argument('sets_dir', nargs='?')
+    ap.add_argument('out', nargs='?')
+    ap.add_argument('--print-words', action='store_true',
+                    help='print the search words of each line of standard input and exit (the '
+                         'test suite checks them against the index\'s own)')
     ap.add_argument('--per-word', type=int, default=2)
     ap.add_argument('--min-score', type=float, default=0.1)
     ap.add_argument('--min-packages', type=int, default=4)
     ap.add_argument('--min-lift', type=float, default=2.0)
+    ap.add_argument('--max-expansions', type=int, default=6)
+    ap.add_argument('--weight', type=float, default=1.0)
     args = ap.parse_args()
+    if args.print_words:
+        for line in sys.stdin:
+            print(' '.join(search_words(line.rstrip('\n'))))
+        return
+    if not args.sets_dir or not args.out:
+        ap.error('SETS_DIR and OUT are required')
     names = sorted(n for n in os.listdir(args.sets_dir)
                    if os.path.isdir(os.path.join(args.sets_dir, n)) and n not in DEV)
     pairs = []
@@ -189,6 +205,7 @@ def main():
                 f'(scripts/eval/train_expansion.py --per-word {args.per_word} --min-score '
                 f'{args.min_score} --min-packages {args.min_packages} --min-lift {args.min_lift})\n')
         f.write('# question word<TAB>code word:score,code word:score (search words, stemmed)\n')
+        f.write(f'@max\t{args.max_expansions}\n@weight\t{args.weight:g}\n')
         rows = 0
         for a in sorted(table):
             best = sorted(table[a])[:args.per_word]

@@ -702,4 +702,60 @@ fn eval_generate_and_ranker_reject_bad_input_with_a_message() {
     assert!(!status.success());
     assert!(stderr.contains("trained on the features"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // A question expansion table: a bad one is refused naming its line; `none` searches
+    // questions by their own words, and the header says so.
+    let table = f.root.path().join("expansion.tsv");
+    std::fs::write(&table, "# t\n@max\t6\n@weight\t1\nword\tcode:x\n").unwrap();
+    let (status, _, stderr) = f.eval(&f.queries, &["--nl-expansion", table.to_str().unwrap()]);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("line 4: a score is not a number"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let (status, stdout, stderr) = f.eval(&f.queries, &["--nl-expansion", "none"]);
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains("nl expansion: none"), "{stdout}");
+    let (status, _, stderr) = f.eval(
+        &f.queries,
+        &["--mode", "completion", "--nl-expansion", "none"],
+    );
+    assert!(!status.success());
+    assert!(stderr.contains("use it with --mode retrieval"), "{stderr}");
+}
+
+/// `scripts/eval/train_expansion.py` learns the question expansion table in the index's own
+/// words: its port of the tokenizer and stemmer must give the words the BM25 leg searches for
+/// (a drift would leave table rows that no question or chunk ever holds).
+#[test]
+fn the_expansion_trainer_reads_words_as_the_index_does() {
+    use std::io::Write;
+    let lines = [
+        "Returns the readFileSync of HTTPServer2 and parse_config",
+        "Attaches encoding; opened files, raised errors, hopping agreed creates parsing arguments",
+        "XMLHttpRequest getHTTPResponseCode utf8Decode v2Beta __init__ _private CONSTANT_NAME",
+        "naïve Café résumé straße ÜBER_größe 東京 x1y2z3 a-b.c/d:e",
+        "is it the of to a an wassup agreeing caresses ponies ties caress cats feed bled sing",
+        &"long".repeat(20),
+    ];
+    let mut child = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/eval/train_expansion.py"))
+        .arg("--print-words")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the training script");
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", lines.join("\n")).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let printed: Vec<&str> = printed.lines().collect();
+    assert_eq!(printed.len(), lines.len(), "{printed:?}");
+    for (line, python) in lines.iter().zip(printed) {
+        let rust = tabby::services::code::QueryStrategy::Tuned.bm25_terms(line);
+        assert_eq!(python, rust.join(" "), "{line}");
+    }
 }

@@ -595,3 +595,63 @@ async fn a_configured_prompt_template_replaces_the_model_directory_one() {
     let text = body["choices"][0]["text"].as_str().unwrap();
     assert!(!text.is_empty(), "{body}");
 }
+
+/// A question on the embedded defaults (the static embedding, the built-in ranker and question
+/// expansion table): `/v1beta/search` finds a definition that shares no word with it, and the
+/// definition's BM25 score comes from the code words the question's words point to
+/// ("whether" → `bool`).
+#[tokio::test]
+async fn a_question_reaches_code_through_its_learned_code_words_on_the_embedded_defaults() {
+    let dir = embedded_models_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let line = "class Line:\n    def vacant(self) -> bool:\n        return self.count == 0\n";
+    let repo = make_repo(
+        tmp.path(),
+        "queue",
+        &[
+            ("src/line.py", line),
+            (
+                "src/report.py",
+                "def render_report(rows):\n    return '\\n'.join(str(r) for r in rows)\n",
+            ),
+        ],
+    );
+    let question = "Tell whether nothing is waiting";
+    let words = tabby_common::index::code::search_words(line);
+    for w in tabby_common::index::code::search_words(question) {
+        assert!(!words.contains(&w), "{w} is in the definition");
+    }
+    let server = TabbyServer::start_with_env(
+        &format!(
+            "[[repositories]]\ngit_url = \"file://{}\"\n",
+            repo.display()
+        ),
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let request = json!({
+        "query": question,
+        "params": {"min_embedding_score": -1.0, "min_bm25_score": -1.0, "min_rrf_score": -1.0}
+    });
+    let body = poll(
+        "the repository to be indexed",
+        std::time::Duration::from_secs(120),
+        || async {
+            let (status, body) = post_json(&server.url("/v1beta/search"), &request).await;
+            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
+            body["hits"]
+                .as_array()
+                .is_some_and(|h| !h.is_empty())
+                .then_some(body)
+        },
+    )
+    .await;
+    let hit = body["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["filepath"] == "src/line.py")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(hit["scores"]["bm25"].as_f64().unwrap() > 0.0, "{body}");
+    assert_eq!(body["hits"][0]["filepath"], "src/line.py", "{body}");
+}

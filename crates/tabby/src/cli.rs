@@ -1,7 +1,7 @@
 //! The one-shot commands: `tabby index`, `tabby search`, `tabby eval`.
 
 use std::{
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{
         Arc,
         atomic::{AtomicU64, AtomicUsize, Ordering},
@@ -245,6 +245,8 @@ pub struct EvalArgs {
     pub num_to_score: usize,
     pub thresholds: bool,
     pub ranker: Option<PathBuf>,
+    /// `--nl-expansion`: a table's path, or `none`.
+    pub nl_expansion: Option<String>,
     pub features_out: Option<PathBuf>,
     /// `--mode completion`: what to run.
     pub completion: Option<CompletionEvalArgs>,
@@ -271,12 +273,24 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
         num_to_score,
         thresholds,
         ranker,
+        nl_expansion,
         features_out,
         completion,
     } = args;
     let ranker = ranker
         .map(|p| crate::services::code::ranker::Ranker::load(&p).map(Arc::new))
         .transpose()?;
+    use crate::services::code::expansion::NlExpansion;
+    let nl_expansion = match nl_expansion.as_deref() {
+        None => None,
+        Some("none") => Some(None),
+        Some(path) => Some(Some(Arc::new(NlExpansion::load(Path::new(path))?))),
+    };
+    if nl_expansion.is_some() && completion.is_some() {
+        anyhow::bail!(
+            "--nl-expansion changes how questions are searched: use it with --mode retrieval"
+        );
+    }
     if num_to_score == 0 {
         anyhow::bail!("--num-to-score must be at least 1");
     }
@@ -371,6 +385,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
         num_to_score,
         thresholds,
         ranker,
+        nl_expansion,
         features_out,
         config,
     })

@@ -123,6 +123,11 @@ enum Command {
         /// built-in one.
         #[arg(long, value_name = "PATH")]
         ranker: Option<PathBuf>,
+        /// The table of code words a question's words point to
+        /// (scripts/eval/train_expansion.py's output) instead of the built-in one, or `none`
+        /// to search questions by their own words only.
+        #[arg(long, value_name = "PATH|none")]
+        nl_expansion: Option<String>,
         /// Write every candidate of both legs with the ranker's features and whether it is
         /// relevant, one JSON line per query (the ranker's training data).
         #[arg(long, value_name = "PATH")]
@@ -322,6 +327,7 @@ fn main() -> std::process::ExitCode {
                 num_to_score,
                 thresholds,
                 ranker,
+                nl_expansion,
                 features_out,
                 config,
                 mode,
@@ -341,6 +347,7 @@ fn main() -> std::process::ExitCode {
                     num_to_score,
                     thresholds,
                     ranker,
+                    nl_expansion,
                     features_out,
                     completion: match mode {
                         EvalModeArg::Retrieval => None,

@@ -163,6 +163,8 @@ pub struct EvalOptions {
     pub thresholds: bool,
     /// Another ranker than the built-in one.
     pub ranker: Option<Arc<crate::services::code::ranker::Ranker>>,
+    /// Another question expansion table than the built-in one (`Some(None)`: none).
+    pub nl_expansion: Option<Option<Arc<crate::services::code::expansion::NlExpansion>>>,
     /// Where to write each query's candidates with their features and labels.
     pub features_out: Option<PathBuf>,
     pub config: Config,
@@ -353,6 +355,13 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     if let Some(ranker) = &options.ranker {
         service.ranker = Some(ranker.clone());
     }
+    if let Some(table) = &options.nl_expansion {
+        service.nl_expansion = table.clone();
+    }
+    let expansion_version = match &service.nl_expansion {
+        Some(x) if options.strategy.expands_questions() => x.version().to_string(),
+        _ => "none".to_string(),
+    };
     let ranker_version = service
         .ranker
         .as_ref()
@@ -603,7 +612,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             .as_ref()
             .map_or("none", |e| e.model_id.as_str()),
         options.strategy,
-        crate::services::code::nl_expansion_version(options.strategy).unwrap_or("none"),
+        expansion_version,
         if options.thresholds {
             "configured"
         } else {

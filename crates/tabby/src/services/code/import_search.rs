@@ -232,6 +232,7 @@ impl CodeSearchService {
                 fields: self.query_strategy.bm25_fields(),
                 tokens,
                 expansions: vec![],
+                expansion_weight: 0.0,
                 prune_common: false,
                 row_factors: self.query_strategy.row_factors(),
             };

@@ -4,7 +4,7 @@
 //! and thresholded.
 
 pub(crate) mod content;
-mod expansion;
+pub mod expansion;
 mod generation_cache;
 mod hamming;
 mod import_search;
@@ -54,14 +54,6 @@ pub use self::query::QueryStrategy;
 use self::ranker::{QueryKind, Ranker};
 use self::tie::{TieKeys, sort_hits, top_by_score};
 
-/// The version of the table that expands questions' BM25 terms under `strategy` (none for
-/// upstream's), for `tabby eval`'s header.
-pub fn nl_expansion_version(strategy: QueryStrategy) -> Option<&'static str> {
-    strategy
-        .expands_questions()
-        .then(|| expansion::NlExpansion::builtin().version())
-}
-
 /// RRF constant: each list contributes 1 / (RRF_K + rank), ranks from 1.
 const RRF_K: f32 = 60.0;
 
@@ -90,6 +82,9 @@ pub struct CodeSearchService {
     pub query_strategy: QueryStrategy,
     /// The learned ranker the tuned strategy fuses with (default: the built-in one; None: RRF).
     pub ranker: Option<Arc<Ranker>>,
+    /// The code words a question's words point to, added to its BM25 query under the tuned
+    /// strategy (default: the built-in table; None: questions search their own words only).
+    pub nl_expansion: Option<Arc<expansion::NlExpansion>>,
     loaded: Mutex<Option<Arc<Loaded>>>,
     bits: Arc<BitsCache>,
     filter_docs: Arc<FilterCache>,
@@ -138,6 +133,7 @@ impl CodeSearchService {
             languages,
             query_strategy: QueryStrategy::default(),
             ranker: Ranker::builtin(),
+            nl_expansion: expansion::NlExpansion::builtin(),
             loaded: Mutex::new(None),
             bits: Arc::new(BitsCache::default()),
             filter_docs: Arc::default(),
@@ -264,15 +260,17 @@ impl CodeSearchService {
             .query_strategy
             .bm25_terms(query::bounded(&query.content));
         // A question's words also look for the code words they point to (tuned strategy).
-        let expansions = if kind == QueryKind::Nl && self.query_strategy.expands_questions() {
-            expansion::NlExpansion::builtin().expand(&tokens, expansion::MAX_EXPANSIONS)
-        } else {
-            vec![]
+        let (expansions, expansion_weight) = match &self.nl_expansion {
+            Some(x) if kind == QueryKind::Nl && self.query_strategy.expands_questions() => {
+                (x.expand(&tokens), x.weight())
+            }
+            _ => (vec![], 0.0),
         };
         let bm25_query = Bm25Query {
             fields: self.query_strategy.bm25_fields(),
             tokens,
             expansions,
+            expansion_weight,
             prune_common: self.query_strategy.prunes_common_terms(),
             row_factors: self.query_strategy.row_factors(),
         };
@@ -389,8 +387,9 @@ enum Bm25Task {
 struct Bm25Query {
     fields: Vec<Bm25Field>,
     tokens: Vec<String>,
-    /// Terms the query's own terms point to (`expansion`), each at `EXPANSION_WEIGHT`.
+    /// Terms the query's own terms point to (`expansion`), each at `expansion_weight`.
     expansions: Vec<String>,
+    expansion_weight: f32,
     /// Drop terms that too many code rows contain (see `Bm25Field::max_share`).
     prune_common: bool,
     /// Factors on the scores of kinds of chunks (see `QueryStrategy::row_factors`).
@@ -436,7 +435,7 @@ fn bm25_leg(
         }
         for token in &query.expansions {
             let term = tantivy::Term::from_field_text(field.field, token);
-            counts.push((term, field.weight * expansion::EXPANSION_WEIGHT, field));
+            counts.push((term, field.weight * query.expansion_weight, field));
         }
     }
     if let Some(rows) = query

@@ -1484,7 +1484,7 @@ async fn a_question_finds_code_through_the_code_words_its_words_point_to() {
     let target = "class Line:\n    def vacant(self) -> bool:\n        return self.count == 0\n";
     write(&dir, "line.py", target);
     write_unrelated(&dir, "");
-    let (service, _) = index_sources(tmp.path(), &[("config:q", &dir)], false).await;
+    let (mut service, _) = index_sources(tmp.path(), &[("config:q", &dir)], false).await;
 
     // None of the question's words is in the definition: only the learned expansion
     // ("whether" → `bool`) reaches it.
@@ -1502,7 +1502,14 @@ async fn a_question_finds_code_through_the_code_words_its_words_point_to() {
     assert_eq!(first.map(|d| d.filepath), Some("line.py".to_string()));
 
     // Code before a cursor is not expanded: the same words as a prefix find nothing.
-    let q = query(question, Some("python"), Some("other.py"), "config:q");
-    let legs = service.search_legs(&q, 10).await.unwrap();
+    let code = query(question, Some("python"), Some("other.py"), "config:q");
+    let legs = service.search_legs(&code, 10).await.unwrap();
     assert!(legs.bm25.is_empty(), "{:?}", legs.bm25.len());
+
+    // Without the table, or under upstream's strategy, the question finds nothing either.
+    service.nl_expansion = None;
+    assert!(service.search_legs(&q, 10).await.unwrap().bm25.is_empty());
+    service.nl_expansion = expansion::NlExpansion::builtin();
+    service.query_strategy = QueryStrategy::Upstream;
+    assert!(service.search_legs(&q, 10).await.unwrap().bm25.is_empty());
 }
