@@ -314,6 +314,60 @@ fn eval_completion_mode_runs_the_model_per_variant() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// After `module.` (a module of the corpus that names all it offers), the completion service
+/// tells the embedded model the module's names, and the model's answer starts with one of
+/// them; the `free` variant turns that off. The table's last column and `--out` say so.
+#[test]
+fn eval_completion_mode_constrains_the_name_after_a_module() {
+    let f = Fixture::new();
+    let page = "import render\n\n\ndef page(rows):\n    html = render.";
+    std::fs::write(
+        f.corpus.join("page.py"),
+        format!("{page}render_html_table(rows)\n    return html\n"),
+    )
+    .unwrap();
+    let cc = json!({"id": "cc-module", "set": "tiny", "kind": "completion", "language": "python",
+                    "query": page, "filepath": "page.py", "symbol": "render_html_table",
+                    "call_line": page.lines().count(),
+                    "relevant": [{"filepath": "render.py", "start_line": 1, "end_line": 3}]});
+    let queries = f.root.path().join("module.jsonl");
+    write_queries(&queries, &[cc]);
+    let out = f.root.path().join("module-out.jsonl");
+    let (status, stdout, stderr) = eval_completion(
+        &f,
+        &queries,
+        &["--variants", "on,on+free", "--out", out.to_str().unwrap()],
+    );
+    assert!(status.success(), "{stdout}\n{stderr}");
+    let last_cell = |variant: &str| {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {variant} |")))
+            .unwrap_or_else(|| panic!("no row {variant} in:\n{stdout}"));
+        line.trim_end()
+            .trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(last_cell("on"), "1.000 (1/1)", "{stdout}");
+    assert_eq!(last_cell("on+free"), "0.000 (0/0)", "{stdout}");
+    let rows = read_results(&out);
+    // render.py's two functions and the module's own names (`__name__`, …).
+    assert!(rows[0]["first_names"].as_u64().unwrap() >= 2, "{}", rows[0]);
+    assert_eq!(rows[0]["callee_allowed"], true);
+    assert_eq!(rows[1]["first_names"], Value::Null);
+    let text = rows[0]["text"].as_str().unwrap();
+    assert!(
+        ["render_html_table", "escape_html_text"]
+            .iter()
+            .any(|n| text.starts_with(&format!("{n}("))),
+        "{text:?}"
+    );
+}
+
 /// `--prompts-only` builds every prompt without the model (the prompt columns are measured,
 /// the answers are not), and `--only` runs the model on the named queries alone: the others
 /// pass through the service unmeasured, and an `--only` file naming no query of the set is an

@@ -425,6 +425,14 @@ pub struct CompletionConfig {
     /// definitions or a type's members, written as a snippet nearest the current file (0: none).
     #[serde(default = "default_outline_bytes")]
     pub outline_bytes: usize,
+    /// After `module.` / `module::`, where the module is a file of the repository that names
+    /// every name it offers (an ES module through `import * as`, a Python module that is not a
+    /// package, a Rust module without a glob re-export, a Go package), the completion must
+    /// start with one of those names (or what is left of one the editor has started). Backends
+    /// that pick tokens themselves (the embedded runtime) mask the others; remote backends
+    /// ignore it. The eval's `free` variant turns it off.
+    #[serde(default = "default_true")]
+    pub member_names_only: bool,
 }
 
 fn default_true() -> bool {
@@ -502,6 +510,7 @@ impl Default for CompletionConfig {
             import_snippets: default_import_snippets(),
             import_header_bytes: default_import_header_bytes(),
             outline_bytes: default_outline_bytes(),
+            member_names_only: true,
         }
     }
 }

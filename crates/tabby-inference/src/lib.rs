@@ -7,6 +7,7 @@
 
 mod clip;
 mod decoding;
+mod names;
 
 use async_openai::types::chat::{CreateChatCompletionRequest, CreateChatCompletionStreamResponse};
 use async_trait::async_trait;
@@ -14,6 +15,7 @@ use futures::stream::BoxStream;
 
 pub use clip::{ClippedSegments, clip_prefix_for_budget, clip_to_first_bytes, clip_to_last_bytes};
 pub use decoding::{StopCondition, StopConditionFactory};
+pub use names::{FirstNames, MAX_NAME_BYTES, MAX_NAMES, NameState, is_identifier_byte};
 
 /// Sampling options for one completion request.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +24,9 @@ pub struct CompletionOptions {
     pub sampling_temperature: f32,
     pub seed: u64,
     pub presence_penalty: f32,
+    /// The names the completion must start with (after `module.`, when the repository says
+    /// every name the module offers); backends that cannot constrain their choices ignore it.
+    pub first_names: Option<std::sync::Arc<FirstNames>>,
 }
 
 /// Why a model call failed. Services map these to HTTP statuses.

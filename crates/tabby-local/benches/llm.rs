@@ -103,6 +103,7 @@ async fn run_once(completion: &LocalCompletion, prompt: &str, prompt_tokens: usi
         sampling_temperature: 0.0,
         seed: 0,
         presence_penalty: 0.0,
+        first_names: None,
     };
     let start = Instant::now();
     let mut stream = completion.generate(prompt, options).await;

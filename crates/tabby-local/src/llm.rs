@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde::Deserialize;
-use tabby_inference::{CompletionOptions, CompletionStream, ModelError};
+use tabby_inference::{CompletionOptions, CompletionStream, FirstNames, ModelError};
 
 pub use chat::LocalChat;
 pub use engine::{PromptStats, loaded_prompt_stats};
@@ -210,11 +210,22 @@ impl LocalLlm {
         prompt: String,
         options: SamplingOptions,
     ) -> BoxStream<'static, Result<Piece, ModelError>> {
+        self.generate_starting_with(prompt, options, None)
+    }
+
+    /// [`Self::generate`], the reply starting with one of `first_names` when given.
+    fn generate_starting_with(
+        &self,
+        prompt: String,
+        options: SamplingOptions,
+        first_names: Option<Arc<FirstNames>>,
+    ) -> BoxStream<'static, Result<Piece, ModelError>> {
         self.engine.submit(Generation {
             prompt,
             max_tokens: options.max_tokens,
             sampling: options.params(),
             stop_tokens: self.stop_tokens.clone(),
+            first_names,
         })
     }
 }
@@ -304,6 +315,7 @@ impl CompletionStream for LocalCompletion {
         prompt: &str,
         options: CompletionOptions,
     ) -> BoxStream<'static, Result<String, ModelError>> {
+        let first_names = options.first_names.clone();
         let options = SamplingOptions {
             max_tokens: Some(options.max_decoding_tokens.max(0) as usize),
             temperature: options.sampling_temperature,
@@ -313,7 +325,7 @@ impl CompletionStream for LocalCompletion {
             frequency_penalty: 0.0,
         };
         self.llm
-            .generate(prompt.to_string(), options)
+            .generate_starting_with(prompt.to_string(), options, first_names)
             .filter_map(|piece| async move {
                 match piece {
                     Ok(Piece::Text(text)) => Some(Ok(text)),

@@ -26,6 +26,7 @@ pub fn options() -> CompletionOptions {
         sampling_temperature: 0.5,
         seed: 42,
         presence_penalty: 0.25,
+        first_names: None,
     }
 }
 

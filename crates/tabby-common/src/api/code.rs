@@ -125,6 +125,16 @@ pub trait CodeSearch: Send + Sync {
         Ok(vec![])
     }
 
+    /// When `query.content` ends with a chain of names that leads to a module of the
+    /// repository whose files name everything it offers, those names (what may follow the
+    /// access); `None` otherwise. Default: `None`.
+    async fn receiver_names(
+        &self,
+        _query: CodeSearchQuery,
+    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+        Ok(None)
+    }
+
     /// The indexed files of a source, sorted, at most `limit`, and whether there are more.
     async fn list_files(
         &self,

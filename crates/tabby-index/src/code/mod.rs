@@ -2,6 +2,7 @@
 //! indexed (content-addressed ids), chunk, embed in batches, write document and chunk rows,
 //! commit in batches, and garbage-collect what changed or vanished.
 
+pub mod exports;
 pub mod filter;
 pub mod imports;
 pub mod intelligence;

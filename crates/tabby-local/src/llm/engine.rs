@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::{DType, Tensor};
 use futures::stream::BoxStream;
-use tabby_inference::ModelError;
+use tabby_inference::{FirstNames, ModelError, NameState};
 use tokio::sync::mpsc;
 
 use super::model::{Session, Weights};
@@ -47,6 +47,9 @@ pub struct Generation {
     pub max_tokens: Option<usize>,
     pub sampling: SamplingParams,
     pub stop_tokens: Arc<[u32]>,
+    /// The names the reply must start with: until one is written whole, tokens that would
+    /// leave them are masked.
+    pub first_names: Option<Arc<FirstNames>>,
 }
 
 /// What a generation streams back.
@@ -381,6 +384,9 @@ struct Active {
     sampler: Sampler,
     decoder: StreamDecoder,
     stop_tokens: Arc<[u32]>,
+    /// The names the reply must start with and where the reply stands against them, until a
+    /// whole name is written.
+    first_names: Option<(Arc<FirstNames>, NameState)>,
 }
 
 impl Task {
@@ -434,6 +440,10 @@ fn start(model: &Arc<Model>, g: Generation, tx: &Sender) -> Result<Option<Active
         sampler,
         decoder: StreamDecoder::new(),
         stop_tokens: g.stop_tokens,
+        first_names: g.first_names.map(|names| {
+            let start = names.start();
+            (names, start)
+        }),
     }))
 }
 
@@ -463,7 +473,19 @@ impl Active {
         let vocabulary = logits.len() / (draft.len() + 1);
         let mut next = None;
         for (i, row) in logits.chunks_exact_mut(vocabulary).enumerate() {
+            if let Some((names, state)) = &self.first_names {
+                mask_outside_names(row, names, *state, &model.tokenizer, &self.stop_tokens);
+            }
             let token = self.sampler.sample(row).map_err(ModelError::Backend)?;
+            if let Some((names, state)) = self.first_names.take() {
+                // Past a whole name (or off the names, when nothing could stay in them) the
+                // reply is free.
+                if let Some(next @ NameState::Open(_)) =
+                    names.advance(state, model.tokenizer.bytes(token))
+                {
+                    self.first_names = Some((names, next));
+                }
+            }
             if self.stop_tokens.contains(&token) {
                 return Ok(self.finish(tx, Finish::Stop));
             }
@@ -536,6 +558,40 @@ impl Drop for Active {
     fn drop(&mut self) {
         if let Some(session) = self.session.take() {
             self.model.cache.put(session);
+        }
+    }
+}
+
+/// Sets to minus infinity the logit of every token that would take the reply out of `names`
+/// from `state`: bytes that leave them, or a stop token before a whole name. When no token
+/// would stay in them (a vocabulary that cannot spell them), the row is left as it is.
+fn mask_outside_names(
+    row: &mut [f32],
+    names: &FirstNames,
+    state: NameState,
+    tokenizer: &GgufTokenizer,
+    stop_tokens: &[u32],
+) {
+    let may_end = names.may_end(state);
+    let allowed = |id: u32| {
+        if stop_tokens.contains(&id) {
+            return may_end;
+        }
+        let bytes = tokenizer.bytes(id);
+        // A control token writes nothing: it cannot start a name.
+        !bytes.is_empty() && names.advance(state, bytes).is_some()
+    };
+    let keep: Vec<bool> = (0..row.len() as u32).map(allowed).collect();
+    if !keep
+        .iter()
+        .zip(row.iter())
+        .any(|(&k, l)| k && l.is_finite())
+    {
+        return;
+    }
+    for (logit, keep) in row.iter_mut().zip(keep) {
+        if !keep {
+            *logit = f32::NEG_INFINITY;
         }
     }
 }

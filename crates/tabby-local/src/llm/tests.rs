@@ -11,7 +11,9 @@ use async_openai::types::chat::{
     ChatCompletionRequestUserMessageContent, CreateChatCompletionRequest, FinishReason, Role,
 };
 use futures::StreamExt;
-use tabby_inference::{ChatCompletionStream, CompletionOptions, CompletionStream, ModelError};
+use tabby_inference::{
+    ChatCompletionStream, CompletionOptions, CompletionStream, FirstNames, ModelError,
+};
 
 use super::engine::{Finish, Piece};
 use super::{LlmConfig, LoadError, LocalChat, LocalCompletion, LocalLlm, SamplingOptions};
@@ -373,13 +375,23 @@ async fn missing_weights_name_tabby_download() {
 }
 
 async fn fim(prefix: &str, suffix: &str) -> String {
+    fim_with(prefix, suffix, 0.0, None).await
+}
+
+async fn fim_with(
+    prefix: &str,
+    suffix: &str,
+    temperature: f32,
+    first_names: Option<Arc<FirstNames>>,
+) -> String {
     let completion = LocalCompletion::from_llm(qwen());
     let prompt = format!("<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>");
     let options = CompletionOptions {
         max_decoding_tokens: 64,
-        sampling_temperature: 0.0,
-        seed: 0,
+        sampling_temperature: temperature,
+        seed: 7,
         presence_penalty: 0.0,
+        first_names,
     };
     let pieces: Vec<Result<String, ModelError>> =
         completion.generate(&prompt, options).await.collect().await;
@@ -398,6 +410,30 @@ async fn qwen_fim_completes_python() {
     assert!(text.contains("return"), "{text:?}");
     assert!(text.contains("if n"), "{text:?}");
     assert!(!text.contains("<|"), "{text:?}");
+}
+
+/// After `Duration.` the model writes a name of its own; told the names the module offers,
+/// it writes one of them whole and goes on freely, greedy or sampled.
+#[tokio::test]
+async fn qwen_completion_starts_with_one_of_the_names_it_is_given() {
+    let prefix = "import * as Duration from \"./Duration.js\"\n\nexport const timeout = (d: Duration.Duration): number =>\n  Duration.";
+    let suffix = "\n";
+    let names = ["unsafeFromRecord", "zeroPadded", "sumAll"];
+    let free = fim(prefix, suffix).await;
+    assert!(
+        !names.iter().any(|n| free.starts_with(n)),
+        "the model already writes one of the names unconstrained: {free:?}"
+    );
+    let set = Arc::new(FirstNames::new(names).unwrap());
+    for temperature in [0.0, 0.8] {
+        let text = fim_with(prefix, suffix, temperature, Some(set.clone())).await;
+        assert!(set.accepts(&text), "{temperature}: {text:?}");
+        assert!(!text.contains("<|"), "{text:?}");
+    }
+    // The part of a name the editor has typed is the prompt's: what is left of it follows.
+    let typed = Arc::new(FirstNames::new(["Padded", "Filled"]).unwrap());
+    let text = fim_with(&format!("{prefix}zero"), suffix, 0.0, Some(typed.clone())).await;
+    assert!(typed.accepts(&text), "{text:?}");
 }
 
 #[tokio::test]

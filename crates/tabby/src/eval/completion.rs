@@ -32,7 +32,7 @@ use tabby_common::{
     config::{CodeSearchParams, CompletionConfig, Config, SnippetFormat},
     languages::LanguageTable,
 };
-use tabby_inference::{CompletionOptions, CompletionStream, ModelError};
+use tabby_inference::{CompletionOptions, CompletionStream, FirstNames, ModelError};
 
 use super::{IndexedCorpus, Range, index_corpus, paired, percentile};
 use crate::services::{
@@ -86,6 +86,8 @@ pub struct Variant {
     /// `nosteady`: `steady_snippets = false` (the eval's queries of one file come one after
     /// the other, as a user's cursor would).
     no_steady: bool,
+    /// `free`: `member_names_only = false`.
+    free: bool,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -101,7 +103,7 @@ fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
 impl Variant {
     /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
     /// `snippetsN`, `maxN`, `clipN`, `headerN`, `outlineN`, `importsN`, `usednames`, `anynames`,
-    /// `upstream`, combined
+    /// `free`, `upstream`, combined
     /// with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
@@ -129,6 +131,7 @@ impl Variant {
             import_header_bytes: None,
             outline_bytes: None,
             import_snippets: None,
+            free: false,
         };
         for part in spec.split('+') {
             match part {
@@ -146,6 +149,7 @@ impl Variant {
                 "usednames" => v.used_names = Some(true),
                 "anynames" => v.used_names = Some(false),
                 "nosteady" => v.no_steady = true,
+                "free" => v.free = true,
                 other => {
                     if let Some(n) = numbered(other, "imports")? {
                         v.import_snippets = Some(n);
@@ -165,7 +169,7 @@ impl Variant {
                         v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, usednames, anynames, nosteady, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, usednames, anynames, nosteady, free, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -185,6 +189,10 @@ impl Variant {
             c.import_header_bytes = 0;
             c.outline_bytes = 0;
             c.snippets_of_used_names = false;
+            c.member_names_only = false;
+        }
+        if self.free {
+            c.member_names_only = false;
         }
         if self.no_imports {
             c.import_snippets = 0;
@@ -355,6 +363,10 @@ struct Tally {
     /// Prompts that name the callee somewhere before the cursor (the prefix never does).
     naming_callee: usize,
     prompt_bytes: usize,
+    /// Queries whose completion had to start with a module's names (`member_names_only`), and
+    /// of those, the ones whose names held the callee.
+    constrained: usize,
+    callee_allowed: usize,
     latency: Vec<Duration>,
     overhead: Vec<Duration>,
     /// The same request again: what an editor asking in the same file pays.
@@ -424,14 +436,19 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         };
         // The model answers the measured queries; the others only pass through the service.
         let unmeasured = Arc::new(AtomicBool::new(false));
-        let with_model = if options.prompts_only {
-            service(Arc::new(NoModel))
+        let names_seen = Arc::new(std::sync::Mutex::new(None));
+        let model: Arc<dyn CompletionStream> = if options.prompts_only {
+            Arc::new(NoModel)
         } else {
-            service(Arc::new(Skippable {
+            Arc::new(Skippable {
                 model: options.model.engine.clone(),
                 skip: unmeasured.clone(),
-            }))
+            })
         };
+        let with_model = service(Arc::new(SeesNames {
+            model,
+            seen: names_seen.clone(),
+        }));
         let without_model = service(Arc::new(NoModel));
         let mut tally = Tally::default();
         for (i, case) in cases.iter().enumerate() {
@@ -461,9 +478,16 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
             let t = Instant::now();
             without_model.generate(request.clone(), ctx()).await?;
             tally.overhead_again.push(t.elapsed());
+            *names_seen.lock().unwrap_or_else(|e| e.into_inner()) = None;
             let t = Instant::now();
             let response = with_model.generate(request, ctx()).await?;
             tally.latency.push(t.elapsed());
+            let first_names = names_seen.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let callee_allowed = first_names
+                .as_ref()
+                .map(|names| names.names().iter().any(|n| *n == case.query.symbol));
+            tally.constrained += first_names.is_some() as usize;
+            tally.callee_allowed += callee_allowed.unwrap_or(false) as usize;
 
             let text = response.choices.first().map_or("", |c| c.text.as_str());
             let debug = response.debug_data.unwrap_or_default();
@@ -498,6 +522,8 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                         "identifier_match": identifier_hit, "prompt_bytes": prompt.len(), "prompt": prompt,
                         "snippets": snippets.iter().map(|s| &s.filepath).collect::<Vec<_>>(),
                         "target_snippet": target_snippet, "names_callee": names_callee,
+                        "first_names": first_names.as_ref().map(|n| n.names().len()),
+                        "callee_allowed": callee_allowed,
                     })
                 )?;
             }
@@ -539,16 +565,16 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         );
     }
     println!(
-        "| variant | n | identifier match | exact line | edit sim | with snippet | target snippet | callee named | prompt bytes | latency p50 / p90 ms | server overhead p50 ms, first / again |"
+        "| variant | n | identifier match | exact line | edit sim | with snippet | target snippet | callee named | prompt bytes | latency p50 / p90 ms | server overhead p50 ms, first / again | member names (callee in them) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, t) in tallies.iter_mut() {
         let n = t.n.max(1) as f64;
         t.latency.sort();
         t.overhead.sort();
         t.overhead_again.sort();
         println!(
-            "| {name} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} / {:.0} | {:.2} / {:.2} |",
+            "| {name} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.0} / {:.0} | {:.2} / {:.2} | {:.3} ({}/{}) |",
             t.n,
             t.identifier as f64 / n,
             t.exact as f64 / n,
@@ -561,6 +587,9 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
             percentile(&t.latency, 0.9),
             percentile(&t.overhead, 0.5),
             percentile(&t.overhead_again, 0.5),
+            t.constrained as f64 / n,
+            t.callee_allowed,
+            t.constrained,
         );
     }
     if let Some(((base, first), rest)) = tallies.split_first()
@@ -685,6 +714,24 @@ fn edit_similarity(a: &str, b: &str) -> f64 {
 
 /// A model that answers nothing at once: times the server's own part of a completion.
 struct NoModel;
+
+/// The model, noting the names a completion had to start with (none: unconstrained).
+struct SeesNames {
+    model: Arc<dyn CompletionStream>,
+    seen: Arc<std::sync::Mutex<Option<Arc<FirstNames>>>>,
+}
+
+#[async_trait]
+impl CompletionStream for SeesNames {
+    async fn generate(
+        &self,
+        prompt: &str,
+        options: CompletionOptions,
+    ) -> BoxStream<'static, Result<String, ModelError>> {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = options.first_names.clone();
+        self.model.generate(prompt, options).await
+    }
+}
 
 /// The configured model, or no answer while `skip` is set (a query `--only` leaves out).
 struct Skippable {

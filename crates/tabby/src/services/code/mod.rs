@@ -874,6 +874,13 @@ impl CodeSearch for CodeSearchService {
         CodeSearchService::receiver_outline(self, &query, max_bytes)
     }
 
+    async fn receiver_names(
+        &self,
+        query: CodeSearchQuery,
+    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+        CodeSearchService::receiver_names(self, &query)
+    }
+
     async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError> {
         let searcher = self.loaded()?.reader.searcher();
         let schema = IndexSchema::instance();

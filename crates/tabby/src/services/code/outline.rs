@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use tabby_common::api::code::{CodeOutline, CodeSearchError, CodeSearchQuery};
 use tabby_index::code::{
-    imports,
+    exports, imports,
     intelligence::{Tag, find_definitions},
     outline::{OutlineLine, Scope, outline},
 };
@@ -52,6 +52,8 @@ impl Default for OutlineCache {
 struct Parsed {
     text: String,
     definitions: Vec<Tag>,
+    /// The names the file offers as a module, read when first asked for.
+    names: OnceLock<Option<Vec<String>>>,
 }
 
 impl OutlineCache {
@@ -70,7 +72,11 @@ impl OutlineCache {
             || {
                 let text = service.source_text(searcher, source_id, path)?;
                 let definitions = find_definitions(language, &text);
-                Ok(Parsed { text, definitions })
+                Ok(Parsed {
+                    text,
+                    definitions,
+                    names: OnceLock::new(),
+                })
             },
             |parsed| parsed.text.len(),
         )
@@ -197,6 +203,111 @@ fn pascal_case(name: &str) -> Option<String> {
     (out.len() > 1).then_some(out)
 }
 
+/// Most files of one module whose names are read (a Go package's; the import reader lists at
+/// most 16, so a package with 16 may have more).
+const MAX_NAMED_FILES: usize = 15;
+
+/// Whether the editor's text may bind `name` to something else than the module it imports:
+/// some use of the word outside an import statement or a comment is in a binding's place —
+/// after `let`, `const`, `for`, `as`, `def`, `fn`, … (`for util in`), before an assignment
+/// (`util = …`, `x := …`, an arrow's `util =>`), in a parameter list or pattern (`def
+/// f(util):`, `|ping| ping.0`, `if let Some((ping, _))`, `Service(route) => route.`, a
+/// parameter on a line of its own). A word after a `.` is another name (`self.ping`), one
+/// followed by an access (`.`, `::`, `?.`, maybe on the next line) or in quotes is the
+/// module or text, and in TypeScript a word in a type's place (after `:`, `<`, `|`, `&`)
+/// names a type; passing the module as a value (`setattr(tags, …)`) does not rebind it.
+fn maybe_rebound(language: &str, text: &str, name: &str) -> bool {
+    const BINDING_KEYWORDS: [&str; 17] = [
+        "let",
+        "const",
+        "var",
+        "for",
+        "as",
+        "mut",
+        "ref",
+        "def",
+        "class",
+        "fn",
+        "function",
+        "lambda",
+        "global",
+        "nonlocal",
+        "struct",
+        "enum",
+        "interface",
+    ];
+    const PATTERN_LINES: [&str; 9] = [
+        "def ", "fn ", "function", "lambda", "let ", "const ", "var ", "case ", "for ",
+    ];
+    let is_name_char = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let types = imports::is_javascript_family(language);
+    text.match_indices(name).any(|(at, _)| {
+        let before = &text[..at];
+        let line_before = before.rsplit('\n').next().unwrap_or_default();
+        let rest = &text[at + name.len()..];
+        let line_after = rest.split('\n').next().unwrap_or_default();
+        let head = line_before.trim_start();
+        // Import and re-export statements, and comment lines (a doc comment that says
+        // `Duration`).
+        if [
+            "import ",
+            "from ",
+            "use ",
+            "pub use ",
+            "pub(crate) use ",
+            "//",
+            "/*",
+            "*",
+            "#",
+        ]
+        .iter()
+        .any(|k| head.starts_with(k))
+            || (head.starts_with("export ") && line_after.contains(" from "))
+        {
+            return false;
+        }
+        let previous = line_before.chars().next_back();
+        if previous.is_some_and(|c| is_name_char(c) || matches!(c, '.' | '"' | '\'' | '`'))
+            || rest.starts_with(is_name_char)
+        {
+            return false; // part of another word, another name's member, or quoted
+        }
+        let next = rest.trim_start();
+        if next.starts_with('.') || next.starts_with("::") || next.starts_with("?.") {
+            return false; // the module itself
+        }
+        let before_trimmed = line_before.trim_end();
+        if types && before_trimmed.ends_with(|c: char| matches!(c, ':' | '<' | '|' | '&')) {
+            return false;
+        }
+        let after = line_after.trim_start();
+        let previous_word = before_trimmed
+            .rsplit(|c: char| !is_name_char(c))
+            .next()
+            .unwrap_or_default();
+        let closes = |s: &str| s.starts_with([',', ')', ':', '|', ']', '}', '=']);
+        BINDING_KEYWORDS.contains(&previous_word)
+            || (after.starts_with('=') && !after.starts_with("=="))
+            || after.starts_with(":=")
+            || (head.is_empty() && closes(after))
+            || (PATTERN_LINES.iter().any(|k| line_before.contains(k)) && closes(after))
+            || (line_after.contains("=>") && closes(after))
+            || (before_trimmed.ends_with('|') && (after.starts_with('|') || after.starts_with(',')))
+    })
+}
+
+/// Whether `statements` bind `name` with a namespace import (`import * as name from …`).
+fn namespace_import(statements: &[String], name: &str) -> bool {
+    statements.iter().any(|s| {
+        s.trim_start().starts_with("import")
+            && s.split("* as ").skip(1).any(|after| {
+                after.starts_with(name)
+                    && !after[name.len()..]
+                        .starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$')
+            })
+    })
+}
+
 /// What an outline shows, before it is cut to size.
 enum Target {
     Module(Vec<String>),
@@ -285,6 +396,71 @@ impl CodeSearchService {
             Access::of(&language, &query.content),
             &uses,
         ))
+    }
+
+    /// Every name that may follow the chain of names before the cursor, when the chain leads
+    /// to a module of the repository (through a namespace import in JavaScript/TypeScript)
+    /// and the module's files name all they offer ([`exports::module_names`]); none
+    /// otherwise: no chain, a type, `self.`, a module that re-exports a wildcard, a file that
+    /// cannot be read. The names are not filtered by what is typed after the access.
+    pub fn receiver_names(
+        &self,
+        query: &CodeSearchQuery,
+    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+        let Some(chain) = receiver_chain(&query.content) else {
+            return Ok(None);
+        };
+        if matches!(chain[0].as_str(), "self" | "this" | "super") {
+            return Ok(None);
+        }
+        let Some(EditedFile {
+            language,
+            filepath,
+            searcher,
+            paths,
+            imports: file,
+        }) = self.edited_file(query)?
+        else {
+            return Ok(None);
+        };
+        if maybe_rebound(&language, query::bounded(&query.content), &chain[0]) {
+            return Ok(None);
+        }
+        let mut statements = file.statements.clone();
+        statements.extend(imports::statements(
+            &language,
+            query::bounded(&query.content),
+        ));
+        let names: Vec<&str> = chain.iter().map(String::as_str).collect();
+        let Some(bound) = imports::bound_module(&language, &filepath, &statements, &names, &paths)
+        else {
+            return Ok(None);
+        };
+        // A default import or `require` binds whatever the module chose, not its exports.
+        if !bound.rest.is_empty()
+            || (imports::is_javascript_family(&language)
+                && !namespace_import(&statements, &chain[0]))
+            || bound.files.is_empty()
+            || bound.files.len() > MAX_NAMED_FILES
+        {
+            return Ok(None);
+        }
+        let mut all: Vec<String> = Vec::new();
+        for path in &bound.files {
+            let parsed =
+                self.outlines
+                    .parsed(self, &searcher, &query.source_id, &language, path)?;
+            let names = parsed
+                .names
+                .get_or_init(|| exports::module_names(&language, path, &parsed.text));
+            match names {
+                Some(names) => all.extend(names.iter().cloned()),
+                None => return Ok(None),
+            }
+        }
+        all.sort();
+        all.dedup();
+        Ok(Some(all))
     }
 
     /// The edited file as indexed, parsed (cached per searcher generation; none when it
@@ -784,6 +960,75 @@ fn fit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_module_name_is_rebound_only_in_a_binding_s_place() {
+        let rebound = |language: &str, text: &str, name: &str| maybe_rebound(language, text, name);
+        for (language, text, name) in [
+            ("rust", "let f = |ping| ping.0.clone();\nping.", "ping"),
+            (
+                "rust",
+                "if let Some((ping, _)) = &self.ping {\n    ping.",
+                "ping",
+            ),
+            (
+                "rust",
+                "Fallback::Default(route) | Fallback::Service(route) => route.",
+                "route",
+            ),
+            ("rust", "fn f(ping: &Ponger) {\n    ping.", "ping"),
+            ("python", "for util in items:\n    util.", "util"),
+            ("python", "def f(util):\n    return util.", "util"),
+            ("python", "def f(\n    util,\n):\n    return util.", "util"),
+            ("python", "with open(p) as util:\n    util.", "util"),
+            ("python", "util = load()\nutil.", "util"),
+            ("go", "util := load()\nutil.", "util"),
+            (
+                "typescript",
+                "const f = (Duration: number) =>\n  Duration.",
+                "Duration",
+            ),
+            (
+                "typescript",
+                "const { Duration } = x\nDuration.",
+                "Duration",
+            ),
+            ("typescript", "items.map(Duration => Duration.", "Duration"),
+        ] {
+            assert!(rebound(language, text, name), "{text:?}");
+        }
+        for (language, text, name) in [
+            (
+                "python",
+                "import util\nx = util.parse(t)\nself.util = 1\ny = util.",
+                "util",
+            ),
+            (
+                "python",
+                "monkeypatch.setattr(tags, \"name\", f)\ntags.",
+                "tags",
+            ),
+            ("python", "d = {\"version\": 1}\nversion.", "version"),
+            ("python", "# the util module\nutil.", "util"),
+            (
+                "typescript",
+                "/**\n * Adds a `Duration`.\n */\nconst f = (d: number): Duration =>\n  Duration.",
+                "Duration",
+            ),
+            (
+                "typescript",
+                "const x: Record<string, Option.Option<number>> = core\n  .pipe(\n  core.",
+                "core",
+            ),
+            (
+                "rust",
+                "use crate::proto::ping;\nlet p = ping::channel();\nping::",
+                "ping",
+            ),
+        ] {
+            assert!(!rebound(language, text, name), "{text:?}");
+        }
+    }
 
     fn chain(s: &str) -> Option<Vec<&str>> {
         // Leaked for the comparison's convenience in tests only.

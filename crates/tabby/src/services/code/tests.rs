@@ -1134,6 +1134,126 @@ async fn receiver_outlines_follow_imports_and_types() {
     );
 }
 
+/// What may follow `module.`: every name a repository module offers, in TypeScript (through a
+/// namespace import only), Python, Rust and Go; none where the module may offer more than its
+/// text names (`export *`, a package's `__init__.py`), for a default import, a type or `this.`.
+#[tokio::test]
+async fn receiver_names_are_all_a_module_offers_or_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("repo-a");
+    let files = [
+        (
+            "web/duration.ts",
+            "const hidden = 1\nexport const toMillis = (d: number) => d\nexport function toSeconds(d: number) {\n  return d / 1000\n}\nexport class Duration {}\n",
+        ),
+        ("web/facade.ts", "export * from './duration'\n"),
+        (
+            "web/app.ts",
+            "import * as Duration from './duration';\nimport * as Facade from './facade';\nimport dflt from './duration';\nimport { Duration as D } from './duration';\n\nexport function main() {}\n",
+        ),
+        (
+            "shop/util.py",
+            "import os\n\ndef format_money(amount):\n    local = 1\n    return str(amount)\n\n\ndef parse_money(text):\n    return float(text)\n",
+        ),
+        ("shop/__init__.py", "from shop.util import format_money\n"),
+        (
+            "shop/parser.py",
+            "from shop import util\nimport shop\n\n\ndef f():\n    pass\n",
+        ),
+        (
+            "src/error.rs",
+            "pub struct Error {\n    kind: u8,\n}\n\npub fn closed() -> Error {\n    Error { kind: 1 }\n}\n",
+        ),
+        ("src/lib.rs", "mod error;\npub use crate::error::Error;\n"),
+        (
+            "internal/pricing/pricing.go",
+            "package pricing\n\nfunc ApplyDiscount(price float64) float64 {\n\treturn price\n}\n\nfunc round(x float64) float64 {\n\treturn x\n}\n",
+        ),
+        (
+            "cmd/shop/main.go",
+            "package main\n\nimport (\n\tp \"example.com/shop/internal/pricing\"\n)\n\nfunc main() {\n}\n",
+        ),
+    ];
+    for (path, text) in files {
+        write(&a, path, text);
+    }
+    let (mut service, _) = index_sources(tmp.path(), &[("config:a", &a)], true).await;
+    service.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
+        tmp.path().join("repos"),
+    )));
+    let names = |language: &str, filepath: &str, prefix: &str| {
+        let query = CodeSearchQuery {
+            filepath: Some(filepath.into()),
+            language: Some(language.into()),
+            content: prefix.into(),
+            source_id: "config:a".into(),
+            include_generated: false,
+        };
+        service.receiver_names(&query).unwrap()
+    };
+    let ts = "typescript";
+    let duration = names(
+        ts,
+        "web/app.ts",
+        "export function main() {\n  return Duration.",
+    )
+    .unwrap();
+    assert_eq!(duration, ["Duration", "toMillis", "toSeconds"]);
+    // What is typed after the access does not filter the names (the completion service does).
+    assert_eq!(names(ts, "web/app.ts", "  Duration.toM"), Some(duration));
+    assert_eq!(names(ts, "web/app.ts", "  Facade."), None);
+    assert_eq!(names(ts, "web/app.ts", "  dflt."), None);
+    assert_eq!(names(ts, "web/app.ts", "  D."), None);
+    assert_eq!(names(ts, "web/app.ts", "  this."), None);
+    assert_eq!(names(ts, "web/app.ts", "  return main"), None);
+    // A parameter or a local of the module's name is not the module.
+    assert_eq!(
+        names(
+            ts,
+            "web/app.ts",
+            "export const f = (Duration: number) =>\n  Duration."
+        ),
+        None
+    );
+    assert_eq!(
+        names("python", "shop/parser.py", "for util in items:\n    util."),
+        None
+    );
+    // Another name's member, a comment, a type's place: not a binding.
+    assert!(
+        names(
+            "python",
+            "shop/parser.py",
+            "x = util.parse_money(t)\nself.util = 1\ny = util."
+        )
+        .is_some()
+    );
+    assert!(
+        names(
+            ts,
+            "web/app.ts",
+            "/**\n * Adds a `Duration`.\n */\nconst f = (d: number): Duration =>\n  Duration."
+        )
+        .is_some()
+    );
+
+    let util = names("python", "shop/parser.py", "def f():\n    return util.").unwrap();
+    for name in ["format_money", "parse_money", "os", "__name__"] {
+        assert!(util.iter().any(|n| n == name), "{name} in {util:?}");
+    }
+    assert!(!util.iter().any(|n| n == "local"), "{util:?}");
+    assert_eq!(names("python", "shop/parser.py", "    shop."), None);
+
+    let error = names("rust", "src/lib.rs", "fn f() {\n    crate::error::").unwrap();
+    assert!(error.iter().any(|n| n == "Error") && error.iter().any(|n| n == "closed"));
+    assert!(!error.iter().any(|n| n == "kind"), "{error:?}");
+
+    assert_eq!(
+        names("go", "cmd/shop/main.go", "func main() {\n\tx := p."),
+        Some(vec!["ApplyDiscount".to_string()])
+    );
+}
+
 /// An outline that does not fit keeps the members its repository uses most (chunks that hold
 /// the name without defining it, in the request's own source only), written in file order.
 #[tokio::test]

@@ -21,7 +21,10 @@ use tabby_common::{
     config::CompletionConfig,
     languages::LanguageTable,
 };
-use tabby_inference::{CompletionOptions, CompletionStream, ModelError, StopConditionFactory};
+use tabby_inference::{
+    CompletionOptions, CompletionStream, FirstNames, ModelError, StopConditionFactory,
+    is_identifier_byte,
+};
 pub use types::*;
 
 use self::prompt::{PromptBudget, PromptInput, PromptTemplate};
@@ -98,11 +101,12 @@ impl CompletionService {
         ctx: RequestContext<'_>,
     ) -> Result<CompletionResponse, CompletionError> {
         let completion_id = format!("cmpl-{}", uuid::Uuid::new_v4());
-        let options = CompletionOptions {
+        let mut options = CompletionOptions {
             max_decoding_tokens: self.config.max_decoding_tokens as i32,
             sampling_temperature: request.temperature.unwrap_or(0.1),
             seed: request.seed.unwrap_or_else(now_millis),
             presence_penalty: 0.0,
+            first_names: None,
         };
         if request.mode == CompletionMode::NextEditSuggestion {
             return self.next_edit(completion_id, request, options, &ctx).await;
@@ -207,6 +211,14 @@ impl CompletionService {
                     )
                     .await;
                     outline = self.retrieval.line_outline(&key, fresh);
+                }
+                if self.config.member_names_only {
+                    let suffix = segments.suffix.as_deref().unwrap_or_default();
+                    options.first_names =
+                        snippets::receiver_names(search.as_ref(), allowed, segments, language_name)
+                            .await
+                            .and_then(|names| names_after_typed(&segments.prefix, suffix, &names))
+                            .map(Arc::new);
                 }
                 line_key = Some((key, searched));
             }
@@ -327,6 +339,21 @@ impl CompletionService {
     }
 }
 
+/// What may follow the cursor of the module's `names`: each name that starts with the part
+/// the editor has typed after the access, less that part; none when none does, or the cursor
+/// is inside a name (the suffix goes on with one).
+fn names_after_typed(prefix: &str, suffix: &str, names: &[String]) -> Option<FirstNames> {
+    if suffix.bytes().next().is_some_and(is_identifier_byte) {
+        return None;
+    }
+    let typed_from = prefix
+        .bytes()
+        .rposition(|b| !is_identifier_byte(b))
+        .map_or(0, |i| i + 1);
+    let typed = &prefix[typed_from..];
+    FirstNames::new(names.iter().filter_map(|n| n.strip_prefix(typed)))
+}
+
 fn now_millis() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -351,6 +378,21 @@ fn to_crlf(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_names_left_are_those_the_typed_part_starts() {
+        let names: Vec<String> = ["map", "mapError", "flatMap"].map(String::from).to_vec();
+        let left = names_after_typed("  x = Effect.ma", ")\n", &names).unwrap();
+        assert_eq!(left.names(), ["p", "pError"]);
+        let all = names_after_typed("  x = Effect.", "", &names).unwrap();
+        assert_eq!(all.names(), ["flatMap", "map", "mapError"]);
+        // A whole name typed: the completion may also go on past it.
+        let done = names_after_typed("Effect.map", "", &names).unwrap();
+        assert_eq!(done.names(), ["", "Error"]);
+        // Nothing the module offers starts so, or the cursor is inside a name: no constraint.
+        assert!(names_after_typed("Effect.zz", "", &names).is_none());
+        assert!(names_after_typed("Effect.", "map(f)", &names).is_none());
+    }
 
     #[test]
     fn crlf_restored_without_doubling() {

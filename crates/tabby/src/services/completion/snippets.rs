@@ -164,6 +164,28 @@ pub async fn receiver_outline(
     }
 }
 
+/// Every name that may follow the chain of names before the cursor, when the request's
+/// repository (if the caller may read it) says them all; none when search is not ready or
+/// fails.
+pub async fn receiver_names(
+    code_search: &dyn CodeSearch,
+    allowed: &AllowedCodeRepository,
+    segments: &Segments,
+    language: &str,
+) -> Option<Vec<String>> {
+    let query = repository_query(allowed, segments, language)?;
+    match code_search.receiver_names(query).await {
+        Ok(names) => names,
+        Err(CodeSearchError::NotReady) => None,
+        Err(e) => {
+            warn!(
+                "reading the names after the cursor's module failed, completing without them: {e}"
+            );
+            None
+        }
+    }
+}
+
 /// The query of a request on the repository it names, if the caller may read it.
 fn repository_query(
     allowed: &AllowedCodeRepository,
