@@ -281,6 +281,9 @@ fn maybe_rebound(language: &str, text: &str, name: &str) -> bool {
             return false;
         }
         let after = line_after.trim_start();
+        if after.starts_with(':') && innermost_open_bracket(before) == Some('{') {
+            return false; // an object's key or a struct's field: `{ runtimeFlags: f }`
+        }
         let previous_word = before_trimmed
             .rsplit(|c: char| !is_name_char(c))
             .next()
@@ -294,6 +297,24 @@ fn maybe_rebound(language: &str, text: &str, name: &str) -> bool {
             || (line_after.contains("=>") && closes(after))
             || (before_trimmed.ends_with('|') && (after.starts_with('|') || after.starts_with(',')))
     })
+}
+
+/// The innermost bracket that `text` leaves open (within its last 4 KB), if any.
+fn innermost_open_bracket(text: &str) -> Option<char> {
+    let mut from = text.len().saturating_sub(4096);
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    let mut depth = 0usize;
+    for c in text[from..].chars().rev() {
+        match c {
+            ')' | ']' | '}' => depth += 1,
+            '(' | '[' | '{' if depth == 0 => return Some(c),
+            '(' | '[' | '{' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Whether `statements` bind `name` with a namespace import (`import * as name from …`).
@@ -1024,6 +1045,16 @@ mod tests {
                 "rust",
                 "use crate::proto::ping;\nlet p = ping::channel();\nping::",
                 "ping",
+            ),
+            (
+                "typescript",
+                "return {\n  runtimeFlags: defaultFlags,\n  x: runtimeFlags.",
+                "runtimeFlags",
+            ),
+            (
+                "typescript",
+                "const { Duration: D } = x\nDuration.",
+                "Duration",
             ),
         ] {
             assert!(!rebound(language, text, name), "{text:?}");
