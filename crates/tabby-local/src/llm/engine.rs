@@ -563,8 +563,11 @@ impl Drop for Active {
 }
 
 /// Sets to minus infinity the logit of every token that would take the reply out of `names`
-/// from `state`: bytes that leave them, or a stop token before a whole name. When no token
-/// would stay in them (a vocabulary that cannot spell them), the row is left as it is.
+/// from `state`: bytes that leave them, or a stop token before a whole name. Tokens are looked
+/// through by their first byte: a byte no name continues with rules out all its tokens at
+/// once, and a byte that ends a whole name lets all of them through, so only the tokens that
+/// go on within a name are walked down the trie. When no token would stay in the names (a
+/// vocabulary that cannot spell them), the row is left as it is.
 fn mask_outside_names(
     row: &mut [f32],
     names: &FirstNames,
@@ -572,16 +575,36 @@ fn mask_outside_names(
     tokenizer: &GgufTokenizer,
     stop_tokens: &[u32],
 ) {
-    let may_end = names.may_end(state);
-    let allowed = |id: u32| {
-        if stop_tokens.contains(&id) {
-            return may_end;
+    let mut keep = vec![false; row.len()];
+    for (first, ids) in tokenizer.ids_by_first_byte().iter().enumerate() {
+        match names.advance(state, &[first as u8]) {
+            None => {}
+            Some(NameState::Done) => {
+                for &id in ids {
+                    if let Some(k) = keep.get_mut(id as usize) {
+                        *k = true;
+                    }
+                }
+            }
+            Some(NameState::Open(_)) => {
+                for &id in ids {
+                    if let Some(k) = keep.get_mut(id as usize)
+                        && names.advance(state, tokenizer.bytes(id)).is_some()
+                    {
+                        *k = true;
+                    }
+                }
+            }
         }
-        let bytes = tokenizer.bytes(id);
-        // A control token writes nothing: it cannot start a name.
-        !bytes.is_empty() && names.advance(state, bytes).is_some()
-    };
-    let keep: Vec<bool> = (0..row.len() as u32).map(allowed).collect();
+    }
+    // A stop token (no bytes, or bytes the loop above let through) ends the reply: only after
+    // a whole name.
+    let may_end = names.may_end(state);
+    for &id in stop_tokens {
+        if let Some(k) = keep.get_mut(id as usize) {
+            *k = may_end;
+        }
+    }
     if !keep
         .iter()
         .zip(row.iter())

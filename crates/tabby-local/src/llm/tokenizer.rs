@@ -34,6 +34,9 @@ pub struct GgufTokenizer {
     /// The bytes each id stands for; empty for control tokens, which never reach the output.
     token_bytes: Vec<Vec<u8>>,
     eos: Option<u32>,
+    /// The ids of the tokens whose bytes start with each byte value, built when first asked
+    /// for (what a constrained step looks through).
+    by_first_byte: std::sync::OnceLock<Vec<Vec<u32>>>,
 }
 
 impl GgufTokenizer {
@@ -147,6 +150,7 @@ impl GgufTokenizer {
             tokenizer,
             token_bytes,
             eos,
+            by_first_byte: std::sync::OnceLock::new(),
         })
     }
 
@@ -175,6 +179,20 @@ impl GgufTokenizer {
             .get(id as usize)
             .map(Vec::as_slice)
             .unwrap_or(&[])
+    }
+
+    /// The ids of the tokens whose bytes start with each byte value (256 lists; control
+    /// tokens, which have no bytes, are in none).
+    pub(crate) fn ids_by_first_byte(&self) -> &[Vec<u32>] {
+        self.by_first_byte.get_or_init(|| {
+            let mut lists = vec![Vec::new(); 256];
+            for (id, bytes) in self.token_bytes.iter().enumerate() {
+                if let Some(&first) = bytes.first() {
+                    lists[first as usize].push(id as u32);
+                }
+            }
+            lists
+        })
     }
 
     /// Decodes a whole id sequence (lossy at broken UTF-8).
