@@ -317,6 +317,14 @@ fn innermost_open_bracket(text: &str) -> Option<char> {
     None
 }
 
+/// The edited file's import statements as indexed, then those the editor's text holds (a
+/// new import not indexed yet).
+fn statements_in_view(indexed: &[String], language: &str, content: &str) -> Vec<String> {
+    let mut statements = indexed.to_vec();
+    statements.extend(imports::statements(language, query::bounded(content)));
+    statements
+}
+
 /// Whether `statements` bind `name` with a namespace import (`import * as name from …`).
 fn namespace_import(statements: &[String], name: &str) -> bool {
     statements.iter().any(|s| {
@@ -378,11 +386,7 @@ impl CodeSearchService {
         else {
             return Ok(vec![]);
         };
-        let mut statements = file.statements.clone();
-        statements.extend(imports::statements(
-            &language,
-            query::bounded(&query.content),
-        ));
+        let statements = statements_in_view(&file.statements, &language, &query.content);
         let lookup = Lookup {
             query,
             language: &language,
@@ -447,11 +451,7 @@ impl CodeSearchService {
         if maybe_rebound(&language, query::bounded(&query.content), &chain[0]) {
             return Ok(None);
         }
-        let mut statements = file.statements.clone();
-        statements.extend(imports::statements(
-            &language,
-            query::bounded(&query.content),
-        ));
+        let statements = statements_in_view(&file.statements, &language, &query.content);
         let names: Vec<&str> = chain.iter().map(String::as_str).collect();
         let Some(bound) = imports::bound_module(&language, &filepath, &statements, &names, &paths)
         else {
