@@ -368,6 +368,52 @@ fn eval_completion_mode_constrains_the_name_after_a_module() {
     );
 }
 
+/// After `module.`, the name the file itself wrote after the same access elsewhere (its
+/// indexed copy, below the editor's window) leads the embedded model's choice: `on` (the
+/// default weight) writes it, `on+cache0` (the model alone) does not.
+#[test]
+fn eval_completion_mode_follows_the_file_s_habit_after_a_module() {
+    let f = Fixture::new();
+    std::fs::write(
+        f.corpus.join("texts.py"),
+        "def wrap(text):\n    return '<p>' + text + '</p>'\n\n\ndef shout(text):\n    return text.upper() + '!'\n\n\ndef whisper(text):\n    return text.lower() + '...'\n",
+    )
+    .unwrap();
+    let page = "import texts\n\n\ndef page(rows):\n    html = texts.wrap(texts.";
+    // The editor's window is the prefix and the 20 lines after the call's; the file's other
+    // uses of the pair come after it.
+    let filler: String = (0..10)
+        .map(|i| format!("\n\ndef filler_{i:02}():\n    return {i}"))
+        .collect();
+    std::fs::write(
+        f.corpus.join("page.py"),
+        format!(
+            "{page}whisper(rows))\n    return html{filler}\n\n\ndef later(rows):\n    a = texts.wrap(texts.whisper(rows[0]))\n    b = texts.wrap(texts.whisper(rows[1]))\n    return a + b\n"
+        ),
+    )
+    .unwrap();
+    let cc = json!({"id": "cc-habit", "set": "tiny", "kind": "completion", "language": "python",
+                    "query": page, "filepath": "page.py", "symbol": "whisper",
+                    "call_line": page.lines().count(),
+                    "relevant": [{"filepath": "texts.py", "start_line": 9, "end_line": 10}]});
+    let queries = f.root.path().join("habit.jsonl");
+    write_queries(&queries, &[cc]);
+    let out = f.root.path().join("habit-out.jsonl");
+    let (status, stdout, stderr) = eval_completion(
+        &f,
+        &queries,
+        &["--variants", "on+cache0,on", "--out", out.to_str().unwrap()],
+    );
+    assert!(status.success(), "{stdout}\n{stderr}");
+    let rows = read_results(&out);
+    let text = |i: usize| rows[i]["text"].as_str().unwrap().to_string();
+    assert_eq!(rows[0]["callee_allowed"], true, "{}", rows[0]);
+    // The premise: the model alone writes another of the module's names.
+    assert!(!text(0).starts_with("whisper"), "{:?}", text(0));
+    assert!(text(1).starts_with("whisper("), "{:?}", text(1));
+    assert_eq!(rows[1]["identifier_match"], true);
+}
+
 /// `--prompts-only` builds every prompt without the model (the prompt columns are measured,
 /// the answers are not), and `--only` runs the model on the named queries alone: the others
 /// pass through the service unmeasured, and an `--only` file naming no query of the set is an

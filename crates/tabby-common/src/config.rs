@@ -433,6 +433,22 @@ pub struct CompletionConfig {
     /// ignore it. The eval's `free` variant turns it off.
     #[serde(default = "default_true")]
     pub member_names_only: bool,
+    /// After `name.` / `name::`: how much the completion's first name follows the edited
+    /// file's own habit, a cache model of the file (its indexed text outside the editor's
+    /// window, and the window itself): the names that followed the same access before the
+    /// cursor within a block of code (`core.map(core.` → what came after `core.map` elsewhere
+    /// in the file), mixed into the model's choice with this weight (0: the model alone; 1:
+    /// those names decide where the file has them). With `member_names_only` and a module's
+    /// names, among those names; otherwise (a value's members, `self.`) nothing is masked.
+    /// Backends that pick tokens themselves use it; others ignore it.
+    #[serde(default = "default_name_cache_weight")]
+    pub name_cache_weight: f32,
+}
+
+/// Chosen by `tabby eval --mode completion` (README, "What context does to completions",
+/// session 35).
+fn default_name_cache_weight() -> f32 {
+    0.5
 }
 
 fn default_true() -> bool {
@@ -511,6 +527,7 @@ impl Default for CompletionConfig {
             import_header_bytes: default_import_header_bytes(),
             outline_bytes: default_outline_bytes(),
             member_names_only: true,
+            name_cache_weight: default_name_cache_weight(),
         }
     }
 }
@@ -804,6 +821,13 @@ impl Config {
                     format!("must be at most {MAX_DRAFT_TOKENS}"),
                 ));
             }
+        }
+        let weight = self.completion.name_cache_weight;
+        if !(0.0..=1.0).contains(&weight) {
+            return Err((
+                "completion.name_cache_weight".into(),
+                format!("must be between 0 and 1 (it is {weight})"),
+            ));
         }
         let mut dirs: HashMap<PathBuf, usize> = HashMap::new();
         for (i, repo) in self.repositories.iter().enumerate() {
@@ -1213,6 +1237,19 @@ top_level_keywords = ["fn"]
             panic!("a local model");
         };
         assert_eq!(local.draft_tokens, 0);
+    }
+
+    #[test]
+    fn the_name_cache_weight_is_a_share() {
+        assert_eq!(parse("").unwrap().completion.name_cache_weight, 0.5);
+        let c = parse("[completion]\nname_cache_weight = 0.0\n").unwrap();
+        assert_eq!(c.completion.name_cache_weight, 0.0);
+        for bad in ["1.5", "-0.1", "nan"] {
+            let err = parse(&format!("[completion]\nname_cache_weight = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("completion.name_cache_weight"), "{bad}: {err}");
+        }
     }
 
     #[test]

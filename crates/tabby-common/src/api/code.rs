@@ -125,13 +125,14 @@ pub trait CodeSearch: Send + Sync {
         Ok(vec![])
     }
 
-    /// When `query.content` ends with a chain of names that leads to a module of the
-    /// repository whose files name everything it offers, those names (what may follow the
-    /// access); `None` otherwise. Default: `None`.
+    /// When `query.content` ends with a chain of names and `query.filepath` is indexed: the
+    /// names that may follow the access, when it leads to a module of the repository whose
+    /// files name everything it offers, and the file's indexed text; `None` otherwise.
+    /// Default: `None`.
     async fn receiver_names(
         &self,
         _query: CodeSearchQuery,
-    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+    ) -> Result<Option<ReceiverNames>, CodeSearchError> {
         Ok(None)
     }
 
@@ -145,6 +146,17 @@ pub trait CodeSearch: Send + Sync {
     /// A file's text as indexed (its chunks put back at their lines), by the `file_id` of a
     /// hit; `None` when the file is no longer indexed.
     async fn file_content(&self, file_id: &str) -> Result<Option<String>, CodeSearchError>;
+}
+
+/// What may follow the access before the cursor ([`CodeSearch::receiver_names`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReceiverNames {
+    /// Every name the module offers, sorted; none when the access does not lead to a module
+    /// that says them all (a value, a type, `self.`).
+    pub names: Option<Vec<String>>,
+    /// The edited file as indexed (what the editor shows may be newer), when the index holds
+    /// it: the rest of the file's own uses of the module.
+    pub indexed_text: Option<String>,
 }
 
 /// One piece of the evidence for a question (the evidence pack's item as a hit), and why it

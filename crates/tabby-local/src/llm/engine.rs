@@ -562,7 +562,8 @@ impl Drop for Active {
     }
 }
 
-/// Sets to minus infinity the logit of every token that would take the reply out of `names`
+/// For an open set ([`FirstNames::is_open`]) only mixes its prior in. Otherwise: sets to
+/// minus infinity the logit of every token that would take the reply out of `names`
 /// from `state`: bytes that leave them, or a stop token before a whole name. Tokens are looked
 /// through by their first byte: a byte no name continues with rules out all its tokens at
 /// once, and a byte that ends a whole name lets all of them through, so only the tokens that
@@ -575,6 +576,13 @@ fn mask_outside_names(
     tokenizer: &GgufTokenizer,
     stop_tokens: &[u32],
 ) {
+    if names.is_open() {
+        // A prior alone: nothing is masked.
+        if let Some(weight) = names.prior_weight(state) {
+            mix_prior(row, names, state, weight, tokenizer, stop_tokens);
+        }
+        return;
+    }
     let mut keep = vec![false; row.len()];
     for (first, ids) in tokenizer.ids_by_first_byte().iter().enumerate() {
         match names.advance(state, &[first as u8]) {
@@ -616,6 +624,54 @@ fn mask_outside_names(
         if !keep {
             *logit = f32::NEG_INFINITY;
         }
+    }
+    if let Some(weight) = names.prior_weight(state) {
+        mix_prior(row, names, state, weight, tokenizer, stop_tokens);
+    }
+}
+
+/// Replaces each allowed token's logit by the log of the mixture `(1 - weight) · p_model +
+/// weight · p_prior` ([`FirstNames::prior_share`]; a stop token ends the name, so it keeps
+/// the mass of the name that ends here). The row's masked tokens stay masked.
+fn mix_prior(
+    row: &mut [f32],
+    names: &FirstNames,
+    state: NameState,
+    weight: f32,
+    tokenizer: &GgufTokenizer,
+    stop_tokens: &[u32],
+) {
+    let max = row
+        .iter()
+        .copied()
+        .filter(|l| l.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return;
+    }
+    let total: f32 = row
+        .iter()
+        .filter(|l| l.is_finite())
+        .map(|l| (l - max).exp())
+        .sum();
+    for (id, logit) in row.iter_mut().enumerate() {
+        if !logit.is_finite() {
+            continue;
+        }
+        let p_model = (*logit - max).exp() / total;
+        let bytes: &[u8] = if stop_tokens.contains(&(id as u32)) {
+            // Any byte that ends an identifier: the share of the name that ends here.
+            b" "
+        } else {
+            tokenizer.bytes(id as u32)
+        };
+        // A control token writes no name.
+        let p_prior = if bytes.is_empty() {
+            0.0
+        } else {
+            names.prior_share(state, bytes)
+        };
+        *logit = ((1.0 - weight) * p_model + weight * p_prior).ln();
     }
 }
 

@@ -436,6 +436,50 @@ async fn qwen_completion_starts_with_one_of_the_names_it_is_given() {
     assert!(typed.accepts(&text), "{text:?}");
 }
 
+/// A prior over the names (the file's own habit) moves the model's choice by its weight: the
+/// name the model picks alone, then, with all the prior's mass on another name, that name
+/// (greedy and sampled), still a whole name followed by what the model writes.
+#[tokio::test]
+async fn qwen_first_name_follows_the_prior_by_its_weight() {
+    let prefix = "import * as Duration from \"./Duration.js\"\n\nexport const timeout = (d: Duration.Duration): number =>\n  Duration.";
+    let suffix = "\n";
+    let names = ["toMillis", "toSeconds", "zeroPadded"];
+    let set = FirstNames::new(names).unwrap();
+    let alone = fim_with(prefix, suffix, 0.0, Some(Arc::new(set.clone()))).await;
+    let picked = names
+        .iter()
+        .find(|n| alone.starts_with(*n))
+        .unwrap_or_else(|| panic!("constrained: {alone:?}"));
+    let other = names
+        .iter()
+        .find(|n| *n != picked && **n != "zeroPadded")
+        .unwrap();
+    // Weight 0 is no prior: the same answer.
+    let none = set.clone().with_prior([(*other, 5.0)], 0.0);
+    assert_eq!(
+        fim_with(prefix, suffix, 0.0, Some(Arc::new(none))).await,
+        alone
+    );
+    let led = Arc::new(set.with_prior([(*other, 5.0)], 1.0));
+    for temperature in [0.0, 0.8] {
+        let text = fim_with(prefix, suffix, temperature, Some(led.clone())).await;
+        assert!(
+            text.starts_with(other),
+            "{temperature}: {text:?} ({alone:?} alone)"
+        );
+        assert!(led.accepts(&text), "{text:?}");
+    }
+    // An open prior (a value's members, not all known) masks nothing, and leads all the same:
+    // at weight 0.5 a lone name holds at least half of the mass of its first token.
+    let made_up = "zeroPadded";
+    let free = fim(prefix, suffix).await;
+    assert!(!free.starts_with(made_up), "{free:?}");
+    let open = Arc::new(FirstNames::open_prior([(made_up, 1.0)], 0.5).unwrap());
+    let led = fim_with(prefix, suffix, 0.0, Some(open)).await;
+    assert!(led.starts_with(made_up), "{led:?}");
+    assert!(!led.contains("<|"), "{led:?}");
+}
+
 #[tokio::test]
 async fn qwen_fim_completes_rust() {
     let text = fim(FIM_RUST.0, FIM_RUST.1).await;

@@ -88,6 +88,8 @@ pub struct Variant {
     no_steady: bool,
     /// `free`: `member_names_only = false`.
     free: bool,
+    /// `cacheN`: `name_cache_weight = N / 100`.
+    name_cache_percent: Option<usize>,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -103,7 +105,7 @@ fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
 impl Variant {
     /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
     /// `snippetsN`, `maxN`, `clipN`, `headerN`, `outlineN`, `importsN`, `usednames`, `anynames`,
-    /// `free`, `upstream`, combined
+    /// `free`, `cacheN`, `upstream`, combined
     /// with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
@@ -132,6 +134,7 @@ impl Variant {
             outline_bytes: None,
             import_snippets: None,
             free: false,
+            name_cache_percent: None,
         };
         for part in spec.split('+') {
             match part {
@@ -153,6 +156,13 @@ impl Variant {
                 other => {
                     if let Some(n) = numbered(other, "imports")? {
                         v.import_snippets = Some(n);
+                    } else if let Some(n) = numbered(other, "cache")? {
+                        if n > 100 {
+                            bail!(
+                                "variant part {other:?}: the name cache's weight is a percent, 0 to 100"
+                            );
+                        }
+                        v.name_cache_percent = Some(n);
                     } else if let Some(n) = numbered(other, "outline")? {
                         v.outline_bytes = Some(n);
                     } else if let Some(n) = numbered(other, "header")? {
@@ -169,7 +179,7 @@ impl Variant {
                         v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, usednames, anynames, nosteady, free, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, usednames, anynames, nosteady, free, cacheN, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -190,9 +200,13 @@ impl Variant {
             c.outline_bytes = 0;
             c.snippets_of_used_names = false;
             c.member_names_only = false;
+            c.name_cache_weight = 0.0;
         }
         if self.free {
             c.member_names_only = false;
+        }
+        if let Some(n) = self.name_cache_percent {
+            c.name_cache_weight = n as f32 / 100.0;
         }
         if self.no_imports {
             c.import_snippets = 0;
@@ -482,7 +496,12 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
             let t = Instant::now();
             let response = with_model.generate(request, ctx()).await?;
             tally.latency.push(t.elapsed());
-            let first_names = names_seen.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let seen = names_seen.lock().unwrap_or_else(|e| e.into_inner()).take();
+            // A prior alone (an open set) constrains nothing.
+            let name_prior = seen
+                .as_ref()
+                .is_some_and(|n| n.prior_weight(n.start()).is_some());
+            let first_names = seen.filter(|n| !n.is_open());
             let callee_allowed = first_names
                 .as_ref()
                 .map(|names| names.names().iter().any(|n| *n == case.query.symbol));
@@ -523,7 +542,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                         "snippets": snippets.iter().map(|s| &s.filepath).collect::<Vec<_>>(),
                         "target_snippet": target_snippet, "names_callee": names_callee,
                         "first_names": first_names.as_ref().map(|n| n.names().len()),
-                        "callee_allowed": callee_allowed,
+                        "callee_allowed": callee_allowed, "name_prior": name_prior,
                     })
                 )?;
             }
@@ -818,6 +837,11 @@ mod tests {
         let on = gated[0].config(&CompletionConfig::default());
         assert!(on.snippets_of_used_names);
         assert!(!gated[1].config(&on).snippets_of_used_names);
+        let cached = Variant::parse_list("on+cache80,on+cache0").unwrap();
+        assert_eq!(cached[0].config(&on).name_cache_weight, 0.8);
+        assert_eq!(cached[1].config(&on).name_cache_weight, 0.0);
+        let err = Variant::parse_list("on+cache150").unwrap_err().to_string();
+        assert!(err.contains("percent"), "{err}");
     }
 
     #[test]

@@ -25,7 +25,7 @@ use async_trait::async_trait;
 use tabby_common::{
     api::code::{
         CodeOutline, CodeSearch, CodeSearchDocument, CodeSearchError, CodeSearchHit,
-        CodeSearchQuery, CodeSearchScores, ImportStatement,
+        CodeSearchQuery, CodeSearchScores, ImportStatement, ReceiverNames,
     },
     config::CodeSearchParams,
     index::{
@@ -877,7 +877,7 @@ impl CodeSearch for CodeSearchService {
     async fn receiver_names(
         &self,
         query: CodeSearchQuery,
-    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+    ) -> Result<Option<ReceiverNames>, CodeSearchError> {
         CodeSearchService::receiver_names(self, &query)
     }
 

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use tabby_common::api::code::{CodeOutline, CodeSearchError, CodeSearchQuery};
+use tabby_common::api::code::{CodeOutline, CodeSearchError, CodeSearchQuery, ReceiverNames};
 use tabby_index::code::{
     exports, imports,
     intelligence::{Tag, find_definitions},
@@ -206,6 +206,9 @@ fn pascal_case(name: &str) -> Option<String> {
 /// Most files of one module whose names are read (a Go package's; the import reader lists at
 /// most 16, so a package with 16 may have more).
 const MAX_NAMED_FILES: usize = 15;
+
+/// Largest edited file whose indexed text comes with the names after an access.
+const MAX_INDEXED_TEXT: usize = 512 * 1024;
 
 /// Whether the editor's text may bind `name` to something else than the module it imports:
 /// some use of the word outside an import statement or a comment is in a binding's place —
@@ -423,43 +426,71 @@ impl CodeSearchService {
         ))
     }
 
-    /// Every name that may follow the chain of names before the cursor, when the chain leads
-    /// to a module of the repository (through a namespace import in JavaScript/TypeScript)
-    /// and the module's files name all they offer ([`exports::module_names`]); none
-    /// otherwise: no chain, a type, `self.`, a module that re-exports a wildcard, a file that
-    /// cannot be read. The names are not filtered by what is typed after the access.
+    /// After a chain of names before the cursor: every name that may follow it, when the
+    /// chain leads to a module of the repository (through a namespace import in
+    /// JavaScript/TypeScript) and the module's files name all they offer
+    /// ([`exports::module_names`]; `names` is none otherwise: a type, `self.`, a value, a
+    /// module that re-exports a wildcard, a file that cannot be read), and the edited file's
+    /// indexed text (when the index holds it, at most [`MAX_INDEXED_TEXT`] bytes). None
+    /// without a chain. The names are not filtered by what is typed after the access.
     pub fn receiver_names(
         &self,
         query: &CodeSearchQuery,
-    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+    ) -> Result<Option<ReceiverNames>, CodeSearchError> {
         let Some(chain) = receiver_chain(&query.content) else {
             return Ok(None);
         };
-        if matches!(chain[0].as_str(), "self" | "this" | "super") {
+        let Some(edited) = self.edited_file(query)? else {
             return Ok(None);
-        }
-        let Some(EditedFile {
+        };
+        let indexed_text = self
+            .outlines
+            .parsed(
+                self,
+                &edited.searcher,
+                &query.source_id,
+                &edited.language,
+                &edited.filepath,
+            )
+            .ok()
+            .filter(|parsed| !parsed.text.is_empty() && parsed.text.len() <= MAX_INDEXED_TEXT)
+            .map(|parsed| parsed.text.clone());
+        let names = self.module_names(query, &chain, &edited)?;
+        Ok(Some(ReceiverNames {
+            names,
+            indexed_text,
+        }))
+    }
+
+    /// Every name the module that `chain` leads to offers, when it is one and says them all.
+    fn module_names(
+        &self,
+        query: &CodeSearchQuery,
+        chain: &[String],
+        edited: &EditedFile,
+    ) -> Result<Option<Vec<String>>, CodeSearchError> {
+        let EditedFile {
             language,
             filepath,
             searcher,
             paths,
             imports: file,
-        }) = self.edited_file(query)?
-        else {
-            return Ok(None);
-        };
-        if maybe_rebound(&language, query::bounded(&query.content), &chain[0]) {
+        } = edited;
+        if matches!(chain[0].as_str(), "self" | "this" | "super") {
             return Ok(None);
         }
-        let statements = statements_in_view(&file.statements, &language, &query.content);
+        if maybe_rebound(language, query::bounded(&query.content), &chain[0]) {
+            return Ok(None);
+        }
+        let statements = statements_in_view(&file.statements, language, &query.content);
         let names: Vec<&str> = chain.iter().map(String::as_str).collect();
-        let Some(bound) = imports::bound_module(&language, &filepath, &statements, &names, &paths)
+        let Some(bound) = imports::bound_module(language, filepath, &statements, &names, paths)
         else {
             return Ok(None);
         };
         // A default import or `require` binds whatever the module chose, not its exports.
         if !bound.rest.is_empty()
-            || (imports::is_javascript_family(&language)
+            || (imports::is_javascript_family(language)
                 && !namespace_import(&statements, &chain[0]))
             || bound.files.is_empty()
             || bound.files.len() > MAX_NAMED_FILES
@@ -468,12 +499,12 @@ impl CodeSearchService {
         }
         let mut all: Vec<String> = Vec::new();
         for path in &bound.files {
-            let parsed =
-                self.outlines
-                    .parsed(self, &searcher, &query.source_id, &language, path)?;
+            let parsed = self
+                .outlines
+                .parsed(self, searcher, &query.source_id, language, path)?;
             let names = parsed
                 .names
-                .get_or_init(|| exports::module_names(&language, path, &parsed.text));
+                .get_or_init(|| exports::module_names(language, path, &parsed.text));
             match names {
                 Some(names) => all.extend(names.iter().cloned()),
                 None => return Ok(None),

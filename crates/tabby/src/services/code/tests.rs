@@ -1189,8 +1189,32 @@ async fn receiver_names_are_all_a_module_offers_or_none() {
             source_id: "config:a".into(),
             include_generated: false,
         };
-        service.receiver_names(&query).unwrap()
+        service.receiver_names(&query).unwrap().and_then(|found| {
+            // The edited file's indexed text comes with the names, or without any.
+            let indexed = std::fs::read_to_string(a.join(filepath)).unwrap();
+            assert_eq!(found.indexed_text.as_deref(), Some(indexed.as_str()));
+            found.names
+        })
     };
+    // A value's or `this.`'s members are not all known: the indexed text comes alone; a file
+    // the index does not hold has no text; no access before the cursor: nothing.
+    let found = |filepath: &str, prefix: &str| {
+        service
+            .receiver_names(&CodeSearchQuery {
+                filepath: Some(filepath.into()),
+                language: Some("typescript".into()),
+                content: prefix.into(),
+                source_id: "config:a".into(),
+                include_generated: false,
+            })
+            .unwrap()
+    };
+    let this = found("web/app.ts", "  this.").unwrap();
+    assert_eq!(this.names, None);
+    assert!(this.indexed_text.unwrap().contains("import * as Duration"));
+    let new = found("web/new.ts", "  Duration.").unwrap();
+    assert_eq!((new.names, new.indexed_text), (None, None));
+    assert_eq!(found("web/app.ts", "  return main"), None);
     let ts = "typescript";
     let duration = names(
         ts,

@@ -2,6 +2,7 @@
 //! language's stop words, restores CRLF line endings and logs a `completion` event.
 //! It knows nothing about HTTP.
 
+mod name_cache;
 mod next_edit;
 pub mod prompt;
 mod retrieval_cache;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tabby_common::{
     api::{
-        code::{AllowedCodeRepository, CodeSearch},
+        code::{AllowedCodeRepository, CodeSearch, ReceiverNames},
         event::{self, Event, EventLogger},
     },
     config::CompletionConfig,
@@ -212,12 +213,14 @@ impl CompletionService {
                     .await;
                     outline = self.retrieval.line_outline(&key, fresh);
                 }
-                if self.config.member_names_only {
+                if self.config.member_names_only || self.config.name_cache_weight > 0.0 {
                     let suffix = segments.suffix.as_deref().unwrap_or_default();
                     options.first_names =
                         snippets::receiver_names(search.as_ref(), allowed, segments, language_name)
                             .await
-                            .and_then(|names| names_after_typed(&segments.prefix, suffix, &names))
+                            .and_then(|found| {
+                                first_names(&self.config, &segments.prefix, suffix, found)
+                            })
                             .map(Arc::new);
                 }
                 line_key = Some((key, searched));
@@ -346,12 +349,47 @@ fn names_after_typed(prefix: &str, suffix: &str, names: &[String]) -> Option<Fir
     if suffix.bytes().next().is_some_and(is_identifier_byte) {
         return None;
     }
+    let typed = typed_part(prefix);
+    FirstNames::new(names.iter().filter_map(|n| n.strip_prefix(typed)))
+}
+
+/// How the completion after an access must or may start: with one of the module's names
+/// (`member_names_only`, when the access leads to a module that says them all), led by the
+/// names the file itself wrote after the same access elsewhere ([`name_cache`], weight
+/// `name_cache_weight`); where the names are not all known, those the file wrote lead alone
+/// (an open prior: nothing is masked). Less the part the editor has typed after the access.
+fn first_names(
+    config: &CompletionConfig,
+    prefix: &str,
+    suffix: &str,
+    found: ReceiverNames,
+) -> Option<FirstNames> {
+    let weight = config.name_cache_weight;
+    let counts = if weight > 0.0 {
+        name_cache::following_counts(prefix, suffix, found.indexed_text.as_deref())
+    } else {
+        vec![]
+    };
+    let typed = typed_part(prefix);
+    let left = counts
+        .iter()
+        .filter_map(|(name, count)| Some((name.strip_prefix(typed)?, *count)));
+    match found.names {
+        Some(names) if config.member_names_only => {
+            Some(names_after_typed(prefix, suffix, &names)?.with_prior(left, weight))
+        }
+        _ if suffix.bytes().next().is_some_and(is_identifier_byte) => None,
+        _ => FirstNames::open_prior(left, weight),
+    }
+}
+
+/// What the editor has typed of the identifier the cursor ends.
+fn typed_part(prefix: &str) -> &str {
     let typed_from = prefix
         .bytes()
         .rposition(|b| !is_identifier_byte(b))
         .map_or(0, |i| i + 1);
-    let typed = &prefix[typed_from..];
-    FirstNames::new(names.iter().filter_map(|n| n.strip_prefix(typed)))
+    &prefix[typed_from..]
 }
 
 fn now_millis() -> u64 {
@@ -392,6 +430,58 @@ mod tests {
         // Nothing the module offers starts so, or the cursor is inside a name: no constraint.
         assert!(names_after_typed("Effect.zz", "", &names).is_none());
         assert!(names_after_typed("Effect.", "map(f)", &names).is_none());
+    }
+
+    #[test]
+    fn the_file_s_habit_is_the_prior_of_what_is_left_to_type() {
+        let module = |names: &[&str]| ReceiverNames {
+            names: Some(names.iter().map(|n| n.to_string()).collect()),
+            indexed_text: None,
+        };
+        let config = CompletionConfig::default();
+        // `mapError` followed `core.map` once before; the editor has typed `ma` of the next.
+        let prefix = "a = core.map(core.mapError(f))\nb = core.map(core.ma";
+        let all = ["map", "mapError", "flatMap"];
+        let led = first_names(&config, prefix, ")\n", module(&all)).unwrap();
+        assert!(!led.is_open());
+        assert_eq!(led.names(), ["p", "pError"]);
+        let start = led.start();
+        assert_eq!(led.prior_weight(start), Some(0.5));
+        assert_eq!(led.prior_share(start, b"pE"), 1.0);
+        assert_eq!(led.prior_share(start, b"p("), 0.0);
+        // Weight 0, or nothing seen after the access: the names alone.
+        let alone = CompletionConfig {
+            name_cache_weight: 0.0,
+            ..config.clone()
+        };
+        let names = first_names(&alone, prefix, ")\n", module(&all)).unwrap();
+        assert_eq!(names.prior_weight(start), None);
+        let fresh = "b = core.map(core.ma";
+        let names = first_names(&config, fresh, "", module(&all)).unwrap();
+        assert_eq!(names.prior_weight(start), None);
+        // A value's members are not all known: what the file wrote leads, nothing is masked.
+        let value = ReceiverNames {
+            names: None,
+            indexed_text: None,
+        };
+        let open = first_names(&config, prefix, ")\n", value.clone()).unwrap();
+        assert!(open.is_open());
+        assert_eq!(open.names(), ["pError"]);
+        assert!(first_names(&config, fresh, "", value.clone()).is_none());
+        assert!(first_names(&alone, prefix, ")\n", value.clone()).is_none());
+        // Inside a name: neither.
+        assert!(first_names(&config, prefix, "Error(f)", value).is_none());
+        assert!(first_names(&config, prefix, "Error(f)", module(&all)).is_none());
+        // Without `member_names_only` the module's names lead too, without masking.
+        let free = CompletionConfig {
+            member_names_only: false,
+            ..config
+        };
+        assert!(
+            first_names(&free, prefix, ")\n", module(&all))
+                .unwrap()
+                .is_open()
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use tabby_common::{
     api::code::{
         AllowedCodeRepository, CodeSearch, CodeSearchError, CodeSearchQuery, ImportStatement,
+        ReceiverNames,
     },
     config::CodeSearchParams,
 };
@@ -172,7 +173,7 @@ pub async fn receiver_names(
     allowed: &AllowedCodeRepository,
     segments: &Segments,
     language: &str,
-) -> Option<Vec<String>> {
+) -> Option<ReceiverNames> {
     let query = repository_query(allowed, segments, language)?;
     match code_search.receiver_names(query).await {
         Ok(names) => names,
