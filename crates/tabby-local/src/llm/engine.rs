@@ -654,24 +654,38 @@ fn mix_prior(
         .filter(|l| l.is_finite())
         .map(|l| (l - max).exp())
         .sum();
-    for (id, logit) in row.iter_mut().enumerate() {
-        if !logit.is_finite() {
+    // Each token's prior share, looked up by first byte as the mask does: a byte that leaves
+    // the prior's names leaves all its tokens at 0 (a longer text never keeps more mass), a
+    // byte that ends a name gives all its tokens that name's share, and only the tokens that
+    // go on within a name walk the trie. Control tokens write no name; a stop token ends it.
+    let mut prior = vec![0.0f32; row.len()];
+    for (first, ids) in tokenizer.ids_by_first_byte().iter().enumerate() {
+        let share = names.prior_share(state, &[first as u8]);
+        if share == 0.0 {
             continue;
         }
-        let p_model = (*logit - max).exp() / total;
-        let bytes: &[u8] = if stop_tokens.contains(&(id as u32)) {
-            // Any byte that ends an identifier: the share of the name that ends here.
-            b" "
-        } else {
-            tokenizer.bytes(id as u32)
-        };
-        // A control token writes no name.
-        let p_prior = if bytes.is_empty() {
-            0.0
-        } else {
-            names.prior_share(state, bytes)
-        };
-        *logit = ((1.0 - weight) * p_model + weight * p_prior).ln();
+        let ends = names.advance(state, &[first as u8]) == Some(NameState::Done);
+        for &id in ids {
+            if let Some(p) = prior.get_mut(id as usize) {
+                *p = if ends {
+                    share
+                } else {
+                    names.prior_share(state, tokenizer.bytes(id))
+                };
+            }
+        }
+    }
+    let ended = names.prior_share(state, b" ");
+    for &id in stop_tokens {
+        if let Some(p) = prior.get_mut(id as usize) {
+            *p = ended;
+        }
+    }
+    for (logit, p_prior) in row.iter_mut().zip(prior) {
+        if logit.is_finite() {
+            let p_model = (*logit - max).exp() / total;
+            *logit = ((1.0 - weight) * p_model + weight * p_prior).ln();
+        }
     }
 }
 

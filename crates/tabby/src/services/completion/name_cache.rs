@@ -16,6 +16,8 @@ use std::collections::HashMap;
 
 use tabby_inference::is_identifier_byte;
 
+use super::typed_part;
+
 /// Lines of the editor's window tried, from the cursor outwards, to place it in the indexed
 /// text; and how long a line must be (trimmed) to be tried.
 const PROBES: usize = 20;
@@ -60,7 +62,7 @@ pub fn following_counts(prefix: &str, suffix: &str, indexed: Option<&str>) -> Ve
         return vec![];
     };
     let tail =
-        &before[floor_char_boundary(before, before.len().saturating_sub(PREVIOUS_ACCESS_BYTES))..];
+        &before[before.floor_char_boundary(before.len().saturating_sub(PREVIOUS_ACCESS_BYTES))..];
     let Some(previous) = accesses(tail).last().copied() else {
         return vec![];
     };
@@ -96,23 +98,19 @@ pub fn following_counts(prefix: &str, suffix: &str, indexed: Option<&str>) -> Ve
 /// The owner of the access the prefix ends with (past the member being typed), and the prefix
 /// before that owner.
 fn receiver_before_cursor(prefix: &str) -> Option<(&str, &str)> {
-    let typed_from = prefix
-        .bytes()
-        .rposition(|b| !is_identifier_byte(b))
-        .map_or(0, |i| i + 1);
-    let before_typed = &prefix[..typed_from];
+    let typed = typed_part(prefix);
+    let before_typed = &prefix[..prefix.len() - typed.len()];
     let before_separator = before_typed
         .strip_suffix('.')
         .or_else(|| before_typed.strip_suffix("::"))?;
-    let owner_from = before_separator
-        .bytes()
-        .rposition(|b| !is_identifier_byte(b))
-        .map_or(0, |i| i + 1);
-    let owner = &before_separator[owner_from..];
+    let owner = typed_part(before_separator);
     if owner.is_empty() || owner.as_bytes()[0].is_ascii_digit() {
         return None;
     }
-    Some((owner, &before_separator[..owner_from]))
+    Some((
+        owner,
+        &before_separator[..before_separator.len() - owner.len()],
+    ))
 }
 
 /// Every `name.member` / `name::member` access of `text`, left to right, each identifier in at
@@ -221,15 +219,6 @@ fn outside_window(indexed: &str, prefix: &str, suffix: &str) -> Option<(String, 
     Some((lines[..start].join("\n"), lines[end..].join("\n")))
 }
 
-/// The largest char boundary of `text` at or below `at`.
-fn floor_char_boundary(text: &str, at: usize) -> usize {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +294,24 @@ mod tests {
         assert!(blank_line_between("a\n  \nb", 0, 6));
         assert!(!blank_line_between("a\nb\nc", 0, 5));
         assert!(!blank_line_between("a\n\n", 0, 2));
+    }
+
+    #[test]
+    fn any_text_is_read_without_a_panic() {
+        // Non-ASCII names, a prefix longer than the bytes read for the previous access (cut
+        // inside a character), empty texts.
+        let long = format!("{}größe.map(größe.", "é".repeat(5000));
+        assert!(counts(&long, "", Some("größe.map(größe.ñ)\n")).is_empty());
+        assert_eq!(
+            counts("größe.map(größe.ñ)\nx = größe.map(größe.", "", None),
+            pairs(&[("ñ", 1.0)])
+        );
+        for prefix in ["", ".", "::", "a.", "\n\n.", "é."] {
+            for suffix in ["", "\n", "\n\n"] {
+                assert!(counts(prefix, suffix, Some("")).is_empty());
+                assert!(outside_window("", prefix, suffix).is_none());
+            }
+        }
     }
 
     #[test]
