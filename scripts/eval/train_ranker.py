@@ -19,6 +19,14 @@ MAX_CANDIDATES others that plain RRF ranks highest, each query weighing the same
 L2-regularised, full-batch Adam), then (--refine) coordinate ascent on the metric itself.
 Standard library only; deterministic, so the same inputs give the same file. (A pairwise
 RankNet loss was tried first and ranked worse.)
+
+linear-v3 (the names leg's four weights on top of linear-v2, whose other weights it keeps):
+  scripts/eval/train_ranker.py /tmp/cf2/ranker crates/tabby/assets/ranker.json --refine \
+    --code-weights-from linear-v2.json --nl-weights-from linear-v2.json --names-cap 2 \
+    --fit-code-features names_in,names_rr,names_log_rank,names_rare --version linear-v3
+where linear-v2.json is the previous ranker file (`git show 33ee789:crates/tabby/assets/
+ranker.json`; the features it does not name start at 0), and /tmp/cf2/ranker holds features that this build's `tabby eval --features-out` wrote for
+crossfit_ranker.py's ranker and dev sets (README, "The file's names as a third leg").
 """
 
 import argparse
@@ -35,6 +43,7 @@ LR = 0.03
 L2 = 1e-3
 K = 10
 CAP = 1 << 30  # hits per file counted (--cap)
+NAMES_CAP = 1 << 30  # candidates only the names leg found, in a top 10 (--names-cap)
 
 
 def read_splits(sets_dir):
@@ -100,10 +109,11 @@ class Adam:
             w[i] -= self.lr * mh / (math.sqrt(vh) + eps)
 
 
-def fit_softmax(queries, dim, fixed_zero, max_candidates, i_rrf):
+def fit_softmax(queries, dim, fixed_zero, max_candidates, i_rrf, init=None):
     """Listwise softmax cross-entropy: per query, -log of the probability mass the relevant
     candidates get under softmax(w . x) over its candidates (the relevant ones and the
-    `max_candidates` that plain RRF ranks highest). Each query weighs the same."""
+    `max_candidates` that plain RRF ranks highest). Each query weighs the same. The weights
+    start at `init` (default 0); those in `fixed_zero` keep their start."""
     lists = []
     for q in queries:
         c = q['candidates']
@@ -112,7 +122,7 @@ def fit_softmax(queries, dim, fixed_zero, max_candidates, i_rrf):
             continue
         neg = sorted((x['x'] for x in c if not x['relevant']), key=lambda x: -x[i_rrf])
         lists.append((pos, neg[:max_candidates]))
-    w = [0.0] * dim
+    w = list(init) if init else [0.0] * dim
     adam = Adam(dim, fixed_zero)
     n = max(1, len(lists))
     for t in range(1, EPOCHS + 1):
@@ -138,7 +148,46 @@ def fit_softmax(queries, dim, fixed_zero, max_candidates, i_rrf):
     return w
 
 
+def fit_softmax_partial(queries, init, free):
+    """The softmax loss of `fit_softmax` over every candidate of each query, fitting only the
+    weights at the indices `free` from `init` (the others' part of each score is computed
+    once)."""
+    lists = []
+    for q in queries:
+        c = q['candidates']
+        if not any(x['relevant'] for x in c):
+            continue
+        base = [sum(init[i] * x['x'][i] for i in range(len(init)) if i not in free) for x in c]
+        xs = [[x['x'][i] for i in free] for x in c]
+        lists.append((base, xs, [x['relevant'] for x in c]))
+    v = [init[i] for i in free]
+    adam = Adam(len(free), set())
+    n = max(1, len(lists))
+    for t in range(1, EPOCHS + 1):
+        g = [0.0] * len(free)
+        loss = 0.0
+        for base, xs, rel in lists:
+            scores = [b + dot(v, x) for b, x in zip(base, xs)]
+            top = max(scores)
+            e = [math.exp(s - top) for s in scores]
+            z = sum(e)
+            zp = sum(ek for ek, r in zip(e, rel) if r)
+            loss -= math.log(zp / z)
+            for ek, x, r in zip(e, xs, rel):
+                coef = ek / z - (ek / zp if r else 0.0)
+                for i in range(len(free)):
+                    g[i] += coef * x[i]
+        adam.step(v, [x / n for x in g])
+        if t % 50 == 0:
+            print(f'  epoch {t}: loss {loss / n:.4f}', file=sys.stderr)
+    w = list(init)
+    for i, x in zip(free, v):
+        w[i] = x
+    return w
+
+
 OBJECTIVE = 'r10+mrr'
+NAMES_ONLY = None  # whether a candidate's features say only the names leg found it
 
 
 def refine(w, sets, fixed_zero, rounds=REFINE_ROUNDS):
@@ -178,10 +227,14 @@ def metrics(queries, key):
     r10 = mrr = 0.0
     for q in queries:
         ranked = sorted(q['candidates'], key=key, reverse=True)
-        per_file, top = {}, []
+        per_file, top, names_only = {}, [], 0
         for c in ranked:
             if per_file.get(c['file'], 0) >= CAP:
                 continue
+            if NAMES_ONLY is not None and NAMES_ONLY(c['x']):
+                if names_only >= NAMES_CAP:
+                    continue
+                names_only += 1
             per_file[c['file']] = per_file.get(c['file'], 0) + 1
             top.append(c)
             if len(top) >= K:
@@ -215,14 +268,26 @@ def main():
                     help="keep this ranker's code weights (0 for features it does not name) "
                          "instead of fitting them: what linear-v2 does, because the end-to-end "
                          "completion eval preferred linear-v1's order for code queries")
+    ap.add_argument('--nl-weights-from', metavar='RANKER',
+                    help="keep this ranker's nl weights (0 for features it does not name)")
+    ap.add_argument('--fit-code-features', metavar='NAMES',
+                    help='with --code-weights-from: fit only these code weights (comma-separated '
+                         'feature names), the others kept; softmax over every candidate, then '
+                         '(--refine) coordinate ascent on them')
+    ap.add_argument('--names-cap', type=int, default=-1,
+                    help='candidates only the names leg found that a top 10 holds at most, as '
+                         'the service keeps them; written into the ranker file as `names_cap` '
+                         '(default: no bound; with --evaluate, the file\'s own)')
     ap.add_argument('--evaluate', metavar='RANKER',
                     help='only print the table for this ranker file (no training, nothing written)')
     args = ap.parse_args()
     if not args.out and not args.evaluate:
         ap.error('give OUT.json, or --evaluate RANKER.json')
-    global CAP, OBJECTIVE
+    global CAP, OBJECTIVE, NAMES_CAP, NAMES_ONLY
     CAP = args.cap or 1 << 30
     OBJECTIVE = args.objective
+    if args.names_cap >= 0:
+        NAMES_CAP = args.names_cap
     splits = read_splits(args.sets_dir)
     if args.collect:
         for name in sorted(splits):
@@ -237,6 +302,9 @@ def main():
             os.replace(path + '.partial', path)
     data, names = read_features(args.sets_dir, splits)
     dim = len(names)
+    if 'names_in' in names:
+        i_n, i_b, i_e = names.index('names_in'), names.index('bm25_in'), names.index('emb_in')
+        NAMES_ONLY = lambda x: x[i_n] and not x[i_b] and not x[i_e]
     fixed = {names.index('bias')}
     weights, trained_on = {}, {}
     if args.evaluate:
@@ -244,12 +312,38 @@ def main():
         if given['features'] != names:
             sys.exit(f'{args.evaluate} names other features than the collected ones')
         weights = given['weights']
+        if args.names_cap < 0 and given.get('names_cap') is not None:
+            NAMES_CAP = given['names_cap']
     kept = None
     if args.code_weights_from and not args.evaluate:
         given = json.load(open(args.code_weights_from))
         by_name = dict(zip(given['features'], given['weights']['code']))
         weights['code'] = [round(by_name.get(n, 0.0), 5) for n in names]
         kept = dict(file=os.path.basename(args.code_weights_from), version=given['version'])
+        if args.fit_code_features:
+            fit = args.fit_code_features.split(',')
+            unknown = [n for n in fit if n not in names]
+            if unknown:
+                sys.exit(f'--fit-code-features: no such feature {unknown}')
+            frozen = {i for i, n in enumerate(names) if n not in fit}
+            train = [q for n, qs in data.items() if splits[n]['split'] == 'train'
+                     for q in qs if q['ranker_kind'] == 'code']
+            print(f'code: fitting {fit} on {len(train)} training queries', file=sys.stderr)
+            w = fit_softmax_partial(train, weights['code'],
+                                    [i for i in range(dim) if i not in frozen])
+            if args.refine:
+                per_set = [[q for q in qs if q['ranker_kind'] == 'code']
+                           for n, qs in data.items() if splits[n]['split'] == 'train']
+                w = refine(w, [qs for qs in per_set if len(qs) >= 10], frozen)
+            weights['code'] = [round(x, 5) for x in w]
+            kept['fitted'] = fit
+            trained_on['code'] = len(train)
+    if args.nl_weights_from and not args.evaluate:
+        given = json.load(open(args.nl_weights_from))
+        by_name = dict(zip(given['features'], given['weights']['nl']))
+        weights['nl'] = [round(by_name.get(n, 0.0), 5) for n in names]
+        kept = dict(kept or {}, nl_from=dict(file=os.path.basename(args.nl_weights_from),
+                                             version=given['version']))
     for kind in ('code', 'nl') if not args.evaluate else ():
         if kind in weights:
             continue
@@ -300,6 +394,8 @@ def main():
                           refine=args.refine, cap=args.cap, objective=args.objective,
                           candidates=MAX_CANDIDATES, code_weights_from=kept),
     )
+    if NAMES_CAP < 1 << 30:
+        out['names_cap'] = NAMES_CAP
     with open(args.out, 'w') as f:
         json.dump(out, f, indent=1)
         f.write('\n')

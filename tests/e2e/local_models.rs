@@ -655,3 +655,96 @@ async fn a_question_reaches_code_through_its_learned_code_words_on_the_embedded_
     assert!(hit["scores"]["bm25"].as_f64().unwrap() > 0.0, "{body}");
     assert_eq!(body["hits"][0]["filepath"], "src/line.py", "{body}");
 }
+
+/// `/v1beta/search` with a file on the embedded defaults: a code query finds the definition of
+/// a name the file uses far above the editor's lines (the names leg), where neither the words
+/// near the cursor nor the embedding reach it: sixty near copies of those lines fill both
+/// legs. The hit has no BM25 or embedding score; with a file the index does not hold, the
+/// same lines do not find it.
+#[tokio::test]
+async fn search_in_a_file_finds_what_the_file_used_above_the_window_on_the_embedded_defaults() {
+    let dir = embedded_models_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut checkout = String::from(
+        "from src.pricing import apply_discount_rate\n\n\
+         def discounted(price):\n    return apply_discount_rate(price, 0.1)\n\n",
+    );
+    for i in 0..15 {
+        checkout.push_str(&format!("def filler_{i}(x):\n    return x + {i}\n\n"));
+    }
+    let window = "def total(items):\n    subtotal = sum(items)\n    count = len(items)\n    ";
+    checkout.push_str(window);
+    checkout.push_str("return subtotal / count\n");
+    let mut files: Vec<(String, String)> = vec![
+        (
+            "src/pricing.py".into(),
+            "def apply_discount_rate(price, rate):\n    return price * (1 - rate)\n".into(),
+        ),
+        ("src/checkout.py".into(), checkout),
+    ];
+    for i in 0..60 {
+        files.push((
+            format!("src/stats_{i}.py"),
+            format!(
+                "def total_{i}(items):\n    subtotal = sum(items)\n    count = len(items)\n    \
+                 return subtotal / count\n"
+            ),
+        ));
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let repo = make_repo(tmp.path(), "shop", &refs);
+    let server = TabbyServer::start_with_env(
+        &format!(
+            "[[repositories]]\ngit_url = \"file://{}\"\n",
+            repo.display()
+        ),
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
+    );
+    let request = |filepath: &str| {
+        json!({
+            "query": format!("x\n{window}"),
+            "filepath": filepath,
+            "language": "python",
+            "params": {"min_embedding_score": -1.0, "min_bm25_score": -1.0,
+                       "min_rrf_score": -1.0, "num_to_return": 100, "num_to_score": 40}
+        })
+    };
+    let body = poll(
+        "the repository to be indexed",
+        std::time::Duration::from_secs(120),
+        || async {
+            let (status, body) =
+                post_json(&server.url("/v1beta/search"), &request("src/checkout.py")).await;
+            if status == 503 {
+                return None; // not indexed yet
+            }
+            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
+            body["hits"]
+                .as_array()
+                .is_some_and(|h| h.len() > 40)
+                .then_some(body)
+        },
+    )
+    .await;
+    let hits = body["hits"].as_array().unwrap();
+    let hit = hits
+        .iter()
+        .find(|h| h["filepath"] == "src/pricing.py")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(hit["scores"]["bm25"].as_f64(), Some(0.0), "{hit}");
+    assert_eq!(hit["scores"]["embedding"].as_f64(), Some(0.0), "{hit}");
+    assert!(hits.iter().all(|h| h["filepath"] != "src/checkout.py"));
+
+    let (status, body) = post_json(&server.url("/v1beta/search"), &request("src/new.py")).await;
+    assert_eq!(status, 200, "{body}");
+    let hits = body["hits"].as_array().unwrap();
+    assert!(hits.len() > 40, "{body}");
+    assert!(
+        hits.iter().all(|h| h["filepath"] != "src/pricing.py"),
+        "{body}"
+    );
+}

@@ -443,6 +443,13 @@ pub struct CompletionConfig {
     /// Backends that pick tokens themselves use it; others ignore it.
     #[serde(default = "default_name_cache_weight")]
     pub name_cache_weight: f32,
+    /// Whether completion's code search runs the names leg (the definitions of the names the
+    /// edited file uses above the editor's lines), which search with a file runs whenever
+    /// the ranker weighs it. Off: its hits are found more often but did not make the
+    /// embedded model's completions better (`tabby eval --mode completion`, variant `names`;
+    /// README, "The file's names as a third leg").
+    #[serde(default)]
+    pub names_leg: bool,
 }
 
 /// Chosen by `tabby eval --mode completion` (README, "What context does to completions",
@@ -528,6 +535,7 @@ impl Default for CompletionConfig {
             outline_bytes: default_outline_bytes(),
             member_names_only: true,
             name_cache_weight: default_name_cache_weight(),
+            names_leg: false,
         }
     }
 }
@@ -545,6 +553,10 @@ pub struct CodeSearchParams {
     /// generated sets chose no cap (README, "Learned ranking").
     #[serde(default)]
     pub max_hits_per_file: usize,
+    /// Whether a code query in a file runs the names leg when the ranker weighs it (not a
+    /// config key: completion sets it from `[completion] names_leg`).
+    #[serde(skip, default = "default_true")]
+    pub names_leg: bool,
 }
 
 impl CodeSearchParams {
@@ -564,6 +576,7 @@ impl CodeSearchParams {
             num_to_return: 20,
             num_to_score: 40,
             max_hits_per_file: 2,
+            names_leg: true,
         }
     }
 
@@ -576,6 +589,7 @@ impl CodeSearchParams {
             num_to_return,
             num_to_score,
             max_hits_per_file: 0,
+            names_leg: true,
         }
     }
 
@@ -587,6 +601,7 @@ impl CodeSearchParams {
             num_to_return: 10,
             num_to_score: 100,
             max_hits_per_file: 0,
+            names_leg: true,
         }
     }
 }
@@ -1237,6 +1252,28 @@ top_level_keywords = ["fn"]
             panic!("a local model");
         };
         assert_eq!(local.draft_tokens, 0);
+    }
+
+    #[test]
+    fn completion_runs_no_names_leg_unless_asked_and_search_does() {
+        let c = parse("").unwrap();
+        assert!(!c.completion.names_leg);
+        // Search params (the answer's, which /v1beta/search starts from) run it; the key is
+        // not one of theirs.
+        assert!(c.answer.code_search_params.names_leg);
+        assert!(c.completion.code_search_params.names_leg);
+        assert!(
+            parse("[completion]\nnames_leg = true\n")
+                .unwrap()
+                .completion
+                .names_leg
+        );
+        let c = parse(
+            "[answer.code_search_params]\nmin_embedding_score = 0.1\nmin_bm25_score = 0.0\n\
+             min_rrf_score = 0.0\nnum_to_return = 5\nnum_to_score = 20\n",
+        )
+        .unwrap();
+        assert!(c.answer.code_search_params.names_leg);
     }
 
     #[test]

@@ -90,6 +90,8 @@ pub struct Variant {
     free: bool,
     /// `cacheN`: `name_cache_weight = N / 100`.
     name_cache_percent: Option<usize>,
+    /// `names`: `names_leg = true`.
+    names_leg: bool,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -105,7 +107,7 @@ fn numbered(part: &str, name: &str) -> anyhow::Result<Option<usize>> {
 impl Variant {
     /// `off`, `on`, `comment`, `file_sep`, `auto`, `open`, `noimports`, `headsN`, `suffixN`,
     /// `snippetsN`, `maxN`, `clipN`, `headerN`, `outlineN`, `importsN`, `usednames`, `anynames`,
-    /// `free`, `cacheN`, `upstream`, combined
+    /// `free`, `names`, `cacheN`, `upstream`, combined
     /// with `+`
     /// (e.g. `file_sep+open`); a comma separates variants.
     pub fn parse_list(list: &str) -> anyhow::Result<Vec<Variant>> {
@@ -130,6 +132,7 @@ impl Variant {
             agree: false,
             used_names: None,
             no_steady: false,
+            names_leg: false,
             import_header_bytes: None,
             outline_bytes: None,
             import_snippets: None,
@@ -153,6 +156,7 @@ impl Variant {
                 "anynames" => v.used_names = Some(false),
                 "nosteady" => v.no_steady = true,
                 "free" => v.free = true,
+                "names" => v.names_leg = true,
                 other => {
                     if let Some(n) = numbered(other, "imports")? {
                         v.import_snippets = Some(n);
@@ -179,7 +183,7 @@ impl Variant {
                         v.prefix_clip_lines = Some(n);
                     } else {
                         bail!(
-                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, usednames, anynames, nosteady, free, cacheN, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
+                            "unknown variant part {other:?}: expected off, on, comment, file_sep, auto, open, noimports, nosearch, bestlast, agree, usednames, anynames, nosteady, free, names, cacheN, headerN, outlineN, importsN, headsN, suffixN, snippetsN, maxN, clipN or upstream"
                         )
                     }
                 }
@@ -204,6 +208,9 @@ impl Variant {
         }
         if self.free {
             c.member_names_only = false;
+        }
+        if self.names_leg {
+            c.names_leg = true;
         }
         if let Some(n) = self.name_cache_percent {
             c.name_cache_weight = n as f32 / 100.0;
@@ -837,6 +844,9 @@ mod tests {
         let on = gated[0].config(&CompletionConfig::default());
         assert!(on.snippets_of_used_names);
         assert!(!gated[1].config(&on).snippets_of_used_names);
+        let names = Variant::parse_list("on,on+names").unwrap();
+        assert!(!names[0].config(&on).names_leg);
+        assert!(names[1].config(&on).names_leg);
         let cached = Variant::parse_list("on+cache80,on+cache0").unwrap();
         assert_eq!(cached[0].config(&on).name_cache_weight, 0.8);
         assert_eq!(cached[1].config(&on).name_cache_weight, 0.0);

@@ -358,6 +358,8 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     if let Some(table) = &options.nl_expansion {
         service.nl_expansion = table.clone();
     }
+    // The trainer needs the names leg's features whatever the ranker weighs.
+    service.always_names_leg = options.features_out.is_some();
     let expansion_version = match &service.nl_expansion {
         Some(x) if options.strategy.expands_questions() => x.version().to_string(),
         _ => "none".to_string(),
@@ -435,6 +437,17 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             &params,
             legs.has_embedding,
         );
+        // What completion's search returns: without the names leg unless the config runs it.
+        let completion_hits = if is_completion && !options.config.completion.names_leg {
+            finish(
+                &legs.searcher,
+                service.fuse_with(&legs, false),
+                &params,
+                legs.has_embedding,
+            )
+        } else {
+            service_hits.clone()
+        };
         if let Some(out) = features_out.as_mut() {
             write_features(out, query, &service, &legs)?;
         }
@@ -542,7 +555,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
                 Leg::Imports => import_hits.clone(),
                 Leg::ImportsRrf => {
                     let mut all = import_hits.clone();
-                    for r in service_hits.iter().map(|h| to_range(&h.doc)) {
+                    for r in completion_hits.iter().map(|h| to_range(&h.doc)) {
                         if !all
                             .iter()
                             .any(|a| a.filepath == r.filepath && a.start_line == r.start_line)
@@ -703,6 +716,7 @@ fn write_features(
         &legs.searcher,
         &legs.bm25,
         &legs.embedding,
+        &legs.names,
         Some(service.content_of(legs)),
     );
     candidates.sort_by_key(|c| c.address);

@@ -5,6 +5,7 @@
 
 pub(crate) mod content;
 pub mod expansion;
+pub mod file_names;
 mod generation_cache;
 mod hamming;
 mod import_search;
@@ -97,6 +98,10 @@ pub struct CodeSearchService {
     paths: import_search::PathCache,
     outlines: outline::OutlineCache,
     graphs: relations::GraphCache,
+    file_names: file_names::FileNamesCache,
+    /// Run the names leg of code queries even when the ranker gives it no weight (`tabby eval
+    /// --features-out`, which writes its features for training).
+    pub always_names_leg: bool,
 }
 
 /// The legs of one search, before fusion (for `tabby eval`).
@@ -104,6 +109,9 @@ pub struct SearchLegs {
     pub searcher: Searcher,
     pub bm25: LegHits,
     pub embedding: LegHits,
+    /// The definitions of the names the edited file uses above the editor's window, nearest
+    /// first (`file_names.rs`); empty when the leg did not run.
+    pub names: file_names::NameHits,
     /// Whether the embedding leg ran (an embedding model matching the index exists).
     pub has_embedding: bool,
     pub kind: QueryKind,
@@ -142,6 +150,8 @@ impl CodeSearchService {
             paths: Default::default(),
             outlines: Default::default(),
             graphs: Default::default(),
+            file_names: Default::default(),
+            always_names_leg: false,
         }
     }
 
@@ -224,6 +234,16 @@ impl CodeSearchService {
         &self,
         query: &CodeSearchQuery,
         num_to_score: usize,
+    ) -> Result<SearchLegs, CodeSearchError> {
+        self.search_legs_with(query, num_to_score, true).await
+    }
+
+    /// `search_legs`, with the names leg only where `names_leg` allows it.
+    pub async fn search_legs_with(
+        &self,
+        query: &CodeSearchQuery,
+        num_to_score: usize,
+        names_leg: bool,
     ) -> Result<SearchLegs, CodeSearchError> {
         let loaded = self.loaded()?;
         let searcher = loaded.reader.searcher();
@@ -336,15 +356,58 @@ impl CodeSearchService {
                 CodeSearchError::Other(anyhow::anyhow!("BM25 search failed: {e}"))
             })??,
         };
+        let names = if names_leg {
+            self.names_leg(&searcher, query, kind, &filters)?
+        } else {
+            Vec::new()
+        };
         Ok(SearchLegs {
             searcher,
             bm25,
             embedding: embedding_hits,
+            names,
             has_embedding,
             kind,
             content: query::bounded(&query.content).to_string(),
             text: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The names leg of a code query in a file (tuned strategy, and a ranker that weighs it or
+    /// `always_names_leg`): the definitions of the names the file, as indexed, uses above the
+    /// query's lines. Empty when the file is not indexed or the query's lines are not found in it.
+    fn names_leg(
+        &self,
+        searcher: &Searcher,
+        query: &CodeSearchQuery,
+        kind: QueryKind,
+        filters: &dyn Fn() -> Vec<(Occur, Box<dyn Query>)>,
+    ) -> Result<file_names::NameHits, CodeSearchError> {
+        let wanted = self.always_names_leg
+            || self
+                .ranker
+                .as_ref()
+                .is_some_and(|r| r.reads_names(QueryKind::Code));
+        let Some(filepath) = query.filepath.as_deref() else {
+            return Ok(Vec::new());
+        };
+        if !wanted || kind != QueryKind::Code || self.query_strategy != QueryStrategy::Tuned {
+            return Ok(Vec::new());
+        }
+        let filepath = filepath.replace('\\', "/");
+        let file = self.file_names.get_or_make(
+            searcher.generation().generation_id(),
+            &query.source_id,
+            &filepath,
+            || self.source_text(searcher, &query.source_id, &filepath),
+        )?;
+        let window = query::bounded(&query.content);
+        let Some(top) = file.window_top(window) else {
+            return Ok(Vec::new());
+        };
+        let names = file.above(top, window, file_names::MAX_LOOKUPS);
+        file_names::names_leg(searcher, &names, filters)
+            .map_err(|e| CodeSearchError::Other(e.into()))
     }
 
     /// Reads a hit's stored chunk.
@@ -644,12 +707,19 @@ impl CodeSearchService {
     /// Fuses the legs the way the service answers: the learned ranker for the tuned strategy,
     /// plain RRF for upstream's (or when no ranker is set).
     pub fn fuse(&self, legs: &SearchLegs) -> Vec<Fused> {
+        self.fuse_with(legs, true)
+    }
+
+    /// `fuse`, leaving out the names leg's hits unless `names` (what a search with the leg
+    /// off returns: completion's, by default).
+    pub fn fuse_with(&self, legs: &SearchLegs, names: bool) -> Vec<Fused> {
+        let none = Vec::new();
         match (&self.ranker, self.query_strategy) {
             (Some(ranker), QueryStrategy::Tuned) => ranker.rank(
                 legs.kind,
                 &legs.searcher,
-                &legs.bm25,
-                &legs.embedding,
+                [&legs.bm25, &legs.embedding],
+                if names { &legs.names } else { &none },
                 ranker
                     .reads_content(legs.kind)
                     .then(|| self.content_of(legs)),
@@ -686,12 +756,14 @@ impl CodeSearchService {
 
 /// Best first, ties by stable key, then document address.
 fn sort_fused(fused: &mut [Fused]) {
-    fused.sort_by(|a, b| {
-        b.order
-            .total_cmp(&a.order)
-            .then_with(|| a.key.cmp(&b.key))
-            .then_with(|| a.address.cmp(&b.address))
-    });
+    fused.sort_by(fused_order);
+}
+
+fn fused_order(a: &Fused, b: &Fused) -> std::cmp::Ordering {
+    b.order
+        .total_cmp(&a.order)
+        .then_with(|| a.key.cmp(&b.key))
+        .then_with(|| a.address.cmp(&b.address))
 }
 
 /// Strict thresholds (a negative threshold lets everything through). Without an embedding leg
@@ -790,7 +862,9 @@ impl CodeSearchService {
                 content: content.to_string(),
                 source_id: source_id.clone(),
             };
-            let legs = self.search_legs(&query, params.num_to_score).await?;
+            let legs = self
+                .search_legs_with(&query, params.num_to_score, params.names_leg)
+                .await?;
             let fused = self.fuse(&legs);
             all.extend(finish_ranked(
                 &legs.searcher,
@@ -813,7 +887,9 @@ impl CodeSearch for CodeSearchService {
         query: CodeSearchQuery,
         params: CodeSearchParams,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
-        let legs = self.search_legs(&query, params.num_to_score).await?;
+        let legs = self
+            .search_legs_with(&query, params.num_to_score, params.names_leg)
+            .await?;
         let fused = self.fuse(&legs);
         Ok(finish(&legs.searcher, fused, &params, legs.has_embedding))
     }

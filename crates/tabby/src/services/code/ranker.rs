@@ -1,7 +1,9 @@
-//! The learned ranker: orders the union of both legs' candidates by a score over features
-//! that are cheap at query time: each leg's score and rank, the chunk's test and definition
-//! flags, and how the chunk's own words, definition name and path meet the query's
-//! (`content`, read from the stored chunk). One scorer per kind of query: code (an editor's
+//! The learned ranker: orders the union of the legs' candidates by a score over features
+//! that are cheap at query time: each leg's score and rank (for a code query in a file, also
+//! the names leg's: `file_names.rs`), the chunk's test and definition flags, and how the
+//! chunk's own words, definition name and path meet the query's (`content`, read from the
+//! stored chunk). The file may bound how many candidates only the names leg found an answer
+//! keeps (`names_cap`). One scorer per kind of query: code (an editor's
 //! prefix: several lines, or a file being edited) and natural language (a question, a task).
 //! A kind's scorer is either linear (one weight per feature) or a sum of regression trees
 //! (LambdaMART).
@@ -22,7 +24,10 @@ use serde::Deserialize;
 use tabby_common::api::code::CodeSearchScores;
 use tantivy::{DocAddress, Searcher};
 
-use super::{Fused, LegHits, RRF_K, RowColumns, content};
+use super::{
+    Fused, LegHits, RRF_K, RowColumns, content,
+    file_names::{MAX_NAMES, NameHit, NameHits},
+};
 
 /// Features computed from the legs' ranks and scores and the chunk's flags.
 const RANK_FEATURES: [&str; 14] = [
@@ -42,19 +47,27 @@ const RANK_FEATURES: [&str; 14] = [
     "rrf",
 ];
 const N_RANK_FEATURES: usize = RANK_FEATURES.len();
-pub const N_FEATURES: usize = N_RANK_FEATURES + content::NAMES.len();
+/// Features of the names leg (`file_names.rs`): whether it found the chunk, the reciprocal
+/// rank of its name, that rank on a log scale (1 when it did not find it), and how rare the
+/// name is among the chunks' symbols (1 / (1 + ln of the chunks that hold it)). They come last, so that the
+/// features before them keep their places.
+pub const NAME_FEATURES: [&str; 4] = ["names_in", "names_rr", "names_log_rank", "names_rare"];
+const N_CONTENT_END: usize = N_RANK_FEATURES + content::NAMES.len();
+pub const N_FEATURES: usize = N_CONTENT_END + NAME_FEATURES.len();
 
 /// The features, in the order the weights are given: the rank features, then the candidate's
-/// words, names and path against the query's (`content::NAMES`). A ranker file names them; one
-/// trained on another list is refused.
+/// words, names and path against the query's (`content::NAMES`), then the names leg's
+/// (`NAME_FEATURES`). A ranker file names them; one trained on another list is refused.
 pub const FEATURES: [&str; N_FEATURES] = {
     let mut all = [""; N_FEATURES];
     let mut i = 0;
     while i < N_FEATURES {
         all[i] = if i < N_RANK_FEATURES {
             RANK_FEATURES[i]
-        } else {
+        } else if i < N_CONTENT_END {
             content::NAMES[i - N_RANK_FEATURES]
+        } else {
+            NAME_FEATURES[i - N_CONTENT_END]
         };
         i += 1;
     }
@@ -96,6 +109,10 @@ struct RankerFile {
     weights: HashMap<String, Vec<f32>>,
     #[serde(default)]
     trees: HashMap<String, Vec<TreeFile>>,
+    /// How many candidates that only the names leg found an answer keeps (the best ones);
+    /// none: no bound.
+    #[serde(default)]
+    names_cap: Option<usize>,
 }
 
 /// A regression tree as written: `nodes[i] = [feature, threshold, left, right]`, where a
@@ -199,13 +216,21 @@ impl Scorer {
         }
     }
 
-    fn reads_content(&self) -> bool {
+    fn reads(&self, features: std::ops::Range<usize>) -> bool {
         match self {
-            Scorer::Linear(w) => w[N_RANK_FEATURES..].iter().any(|x| *x != 0.0),
+            Scorer::Linear(w) => w[features].iter().any(|x| *x != 0.0),
             Scorer::Trees(trees) => trees
                 .iter()
-                .any(|t| t.nodes.iter().any(|n| n.feature >= N_RANK_FEATURES)),
+                .any(|t| t.nodes.iter().any(|n| features.contains(&n.feature))),
         }
+    }
+
+    fn reads_content(&self) -> bool {
+        self.reads(N_RANK_FEATURES..N_CONTENT_END)
+    }
+
+    fn reads_names(&self) -> bool {
+        self.reads(N_CONTENT_END..N_FEATURES)
     }
 }
 
@@ -214,6 +239,9 @@ pub struct Ranker {
     pub version: String,
     code: Scorer,
     nl: Scorer,
+    /// Candidates only the names leg found that one answer keeps, at most (the file's
+    /// `names_cap`): the leg finds a callee often, but fills a list with its neighbours too.
+    names_cap: usize,
 }
 
 impl Ranker {
@@ -268,6 +296,7 @@ impl Ranker {
             code,
             nl,
             version: file.version,
+            names_cap: file.names_cap.unwrap_or(usize::MAX),
         })
     }
 
@@ -293,10 +322,16 @@ impl Ranker {
     }
 
     /// Whether `kind`'s score reads the content features. They cost postings lookups and a
-    /// column per segment, so a kind whose scorer ignores them (linear-v2's code queries)
+    /// column per segment, so a kind whose scorer ignores them (code queries since linear-v2)
     /// searches without computing them.
     pub fn reads_content(&self, kind: QueryKind) -> bool {
         self.scorer(kind).reads_content()
+    }
+
+    /// Whether `kind`'s score reads the names leg's features: a search runs that leg only then
+    /// (it reads the edited file and looks up its names).
+    pub fn reads_names(&self, kind: QueryKind) -> bool {
+        self.scorer(kind).reads_names()
     }
 
     fn scorer(&self, kind: QueryKind) -> &Scorer {
@@ -317,23 +352,36 @@ impl Ranker {
         &self,
         kind: QueryKind,
         searcher: &Searcher,
-        bm25: &LegHits,
-        embedding: &LegHits,
+        [bm25, embedding]: [&LegHits; 2],
+        names: &NameHits,
         content: Option<Content>,
     ) -> Vec<Fused> {
         let scorer = self.scorer(kind);
         let mut keys = super::tie::TieKeys::new(searcher);
-        let mut fused: Vec<Fused> = candidates(searcher, bm25, embedding, content)
+        let mut fused: Vec<(Fused, bool)> = candidates(searcher, bm25, embedding, names, content)
             .into_iter()
-            .map(|c| Fused {
-                order: scorer.score(&c.features),
-                key: keys.key(c.address),
-                address: c.address,
-                scores: c.scores,
+            .map(|c| {
+                let names_only =
+                    c.features[N_CONTENT_END] > 0.0 && c.features[1] == 0.0 && c.features[5] == 0.0;
+                let fused = Fused {
+                    order: scorer.score(&c.features),
+                    key: keys.key(c.address),
+                    address: c.address,
+                    scores: c.scores,
+                };
+                (fused, names_only)
             })
             .collect();
-        super::sort_fused(&mut fused);
+        fused.sort_by(|(a, _), (b, _)| super::fused_order(a, b));
+        let mut names_only = 0;
         fused
+            .into_iter()
+            .filter(|(_, only)| {
+                names_only += *only as usize;
+                !*only || names_only <= self.names_cap
+            })
+            .map(|(f, _)| f)
+            .collect()
     }
 }
 
@@ -360,18 +408,20 @@ pub struct Content<'a> {
     pub chunks: &'a content::ChunkSides,
 }
 
-/// The union of the legs with every feature (the content features 0 without `content`);
-/// order unspecified.
+/// The union of the legs (BM25, embedding, names) with every feature (the content features 0
+/// without `content`); order unspecified.
 pub fn candidates(
     searcher: &Searcher,
     bm25: &LegHits,
     embedding: &LegHits,
+    names: &NameHits,
     content: Option<Content>,
 ) -> Vec<Candidate> {
     #[derive(Default)]
     struct Seen {
         bm25: Option<(usize, f32)>,
         embedding: Option<(usize, f32)>,
+        names: Option<NameHit>,
     }
     let mut seen: HashMap<DocAddress, Seen> = HashMap::new();
     type Slot = fn(&mut Seen) -> &mut Option<(usize, f32)>;
@@ -380,6 +430,12 @@ pub fn candidates(
         for (rank, (score, address)) in hits.iter().enumerate() {
             slot(seen.entry(*address).or_default()).get_or_insert((rank, *score));
         }
+    }
+    for hit in names {
+        seen.entry(hit.address)
+            .or_default()
+            .names
+            .get_or_insert(*hit);
     }
     let top_bm25 = bm25.first().map_or(0.0, |(s, _)| *s);
     let top_embedding = embedding.first().map_or(0.0, |(s, _)| *s);
@@ -451,13 +507,23 @@ pub fn candidates(
                 let segment = sides.entry(address.segment_ord).or_insert_with(|| {
                     chunks.segment(searcher.segment_reader(address.segment_ord))
                 });
-                f[N_RANK_FEATURES..].copy_from_slice(&content::features(
+                f[N_RANK_FEATURES..N_CONTENT_END].copy_from_slice(&content::features(
                     query,
                     &index,
                     segment.get(address.doc_id),
                 ));
             }
 
+            // The names leg ranks names, not chunks: a name's chunks share its rank.
+            match s.names {
+                Some(hit) => {
+                    f[N_CONTENT_END] = 1.0;
+                    f[N_CONTENT_END + 1] = 1.0 / (hit.rank as f32 + 1.0);
+                    f[N_CONTENT_END + 2] = log_rank(hit.rank, MAX_NAMES);
+                    f[N_CONTENT_END + 3] = 1.0 / (1.0 + (hit.defining_chunks.max(1) as f32).ln());
+                }
+                None => f[N_CONTENT_END + 2] = 1.0,
+            }
             Candidate {
                 address,
                 scores: CodeSearchScores {
@@ -520,7 +586,8 @@ mod tests {
             };
             let side = tabby_common::index::chunk_side::ChunkSide::new(body, path);
             let mut x = ranks;
-            x[N_RANK_FEATURES..].copy_from_slice(&content::features(query, &index, &side));
+            x[N_RANK_FEATURES..N_CONTENT_END]
+                .copy_from_slice(&content::features(query, &index, &side));
             x
         };
         for (kind, query) in cases {

@@ -131,6 +131,7 @@ fn open_params(n: usize) -> CodeSearchParams {
         num_to_return: n,
         num_to_score: 100,
         max_hits_per_file: 2,
+        names_leg: true,
     }
 }
 
@@ -211,6 +212,7 @@ async fn at_most_two_hits_per_file() {
             ),
             CodeSearchParams {
                 max_hits_per_file: cap,
+                names_leg: true,
                 ..open_params(20)
             },
         );
@@ -1378,6 +1380,7 @@ async fn content_features_read_the_indexed_chunk_sides_and_postings() {
         &legs.searcher,
         &legs.bm25,
         &legs.embedding,
+        &legs.names,
         Some(service.content_of(&legs)),
     );
     let feature = |name: &str| ranker::FEATURES.iter().position(|f| *f == name).unwrap();
@@ -1656,4 +1659,111 @@ async fn a_question_finds_code_through_the_code_words_its_words_point_to() {
     service.nl_expansion = expansion::NlExpansion::builtin();
     service.query_strategy = QueryStrategy::Upstream;
     assert!(service.search_legs(&q, 10).await.unwrap().bm25.is_empty());
+}
+
+/// The names leg on a real index: a code query in a file finds the definitions, in other files
+/// of its source, of the names the file uses above the editor's lines, nearest first, where
+/// neither the words near the cursor nor the embedding lead; the answer keeps at most the
+/// ranker's `names_cap` of them. Another source's definition of the same name never comes,
+/// nor the file's own; a query whose lines the file does not hold, or a ranker that does not
+/// weigh the leg, runs no names leg.
+#[tokio::test]
+async fn the_names_leg_finds_what_the_file_used_above_the_window() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("repo-a");
+    write(
+        &a,
+        "shop/pricing.py",
+        "def apply_discount_rate(price, rate):\n    return price * (1 - rate)\n",
+    );
+    write(
+        &a,
+        "shop/receipt.py",
+        "def format_receipt_line(entry):\n    return '%-20s' % entry\n",
+    );
+    write(
+        &a,
+        "shop/footer.py",
+        "def print_receipt_footer(out):\n    out.append('thanks')\n",
+    );
+    let mut checkout = String::from(
+        "from shop.pricing import apply_discount_rate\n\
+         from shop.receipt import format_receipt_line\n\
+         from shop.footer import print_receipt_footer\n\n\
+         def discounted(price):\n    return apply_discount_rate(price, 0.1)\n\n\
+         def receipt(lines):\n    out = [format_receipt_line(l) for l in lines]\n    \
+         print_receipt_footer(out)\n    return out\n\n",
+    );
+    for i in 0..12 {
+        checkout.push_str(&format!("def filler_{i}(x):\n    return x + {i}\n\n"));
+    }
+    checkout.push_str(
+        "def total(items):\n    subtotal = sum(items)\n    count = len(items)\n    \
+         return subtotal / count\n",
+    );
+    write(&a, "shop/checkout.py", &checkout);
+    write_unrelated(&a, "misc/");
+    let b = tmp.path().join("repo-b");
+    write(
+        &b,
+        "other/footer.py",
+        "def print_receipt_footer(out):\n    return 'other source'\n",
+    );
+    let (mut service, _) =
+        index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], false).await;
+    // What the editor sends: the lines near the cursor (the first may be cut).
+    let window = "(items):\n    subtotal = sum(items)\n    count = len(items)\n    ";
+    let q = query(window, Some("python"), Some("shop/checkout.py"), "config:a");
+
+    let legs = service.search_legs(&q, 40).await.unwrap();
+    let path = |a: DocAddress| {
+        CodeSearchService::document(&legs.searcher, a)
+            .unwrap()
+            .filepath
+    };
+    let named: Vec<String> = legs.names.iter().map(|h| path(h.address)).collect();
+    // Nearest the window first; names the window shows (`items`) and names only the file
+    // defines (`filler_*`) are not the leg's.
+    assert_eq!(
+        named,
+        ["shop/footer.py", "shop/receipt.py", "shop/pricing.py"]
+    );
+    // A name's rank counts the names found before it. A one-word name matches the names
+    // that hold its word (`receipt` those of footer.py and receipt.py, found already), so
+    // pricing.py comes after more than two names.
+    let ranks: Vec<usize> = legs.names.iter().map(|h| h.rank).collect();
+    assert_eq!(ranks[..2], [0, 1]);
+    assert!(ranks[2] > 1, "{ranks:?}");
+    // The premise: the other legs do not find them.
+    for hits in [&legs.bm25, &legs.embedding] {
+        assert!(hits.iter().all(|(_, a)| !named.contains(&path(*a))));
+    }
+    let answer: Vec<String> = service
+        .fuse(&legs)
+        .iter()
+        .map(|f| path(f.address))
+        .collect();
+    // The built-in ranker keeps two of them (`names_cap`), and nothing of the other source.
+    let names_only: Vec<&String> = answer.iter().filter(|p| named.contains(p)).collect();
+    assert_eq!(names_only.len(), 2, "{answer:?}");
+    assert!(!answer.iter().any(|p| p == "other/footer.py"), "{answer:?}");
+
+    // Lines the file does not hold place no window: no names.
+    let elsewhere = query(
+        "x\n    grand_total = compute_everything(items)\n    return ",
+        Some("python"),
+        Some("shop/checkout.py"),
+        "config:a",
+    );
+    assert!(
+        service
+            .search_legs(&elsewhere, 40)
+            .await
+            .unwrap()
+            .names
+            .is_empty()
+    );
+    // No ranker that weighs the leg: it does not run.
+    service.ranker = None;
+    assert!(service.search_legs(&q, 40).await.unwrap().names.is_empty());
 }

@@ -19,7 +19,7 @@ use tabby_common::{
         code::{AllowedCodeRepository, CodeSearch, ReceiverNames},
         event::{self, Event, EventLogger},
     },
-    config::CompletionConfig,
+    config::{CodeSearchParams, CompletionConfig},
     languages::LanguageTable,
 };
 use tabby_inference::{
@@ -144,12 +144,16 @@ impl CompletionService {
                 let searched = match self.retrieval.get(&key) {
                     Some(cached) => cached,
                     None => {
+                        let params = CodeSearchParams {
+                            names_leg: self.config.names_leg,
+                            ..self.config.code_search_params.clone()
+                        };
                         let searched = snippets::code_search_snippets(
                             search.as_ref(),
                             allowed,
                             segments,
                             language_name,
-                            &self.config.code_search_params,
+                            &params,
                             self.config.import_snippets,
                             self.config.search_hits_from_both_legs,
                         )
