@@ -223,7 +223,6 @@ impl FileNames {
     /// first of its top lines that the file holds exactly once. None when no line places it
     /// (a new file, or one that changed too much).
     pub fn window_top(&self, window: &str) -> Option<usize> {
-        let mut count: HashMap<u64, (usize, usize)> = HashMap::new();
         let probes: Vec<(usize, u64)> = window
             .lines()
             .enumerate()
@@ -235,9 +234,14 @@ impl FileNames {
         if probes.is_empty() {
             return None;
         }
+        // Each probe's key: how often the file holds it, and its first line there.
+        let mut count: HashMap<u64, (usize, usize)> =
+            probes.iter().map(|&(_, k)| (k, (0, 0))).collect();
         for (i, k) in self.line_keys.iter().enumerate() {
-            if let Some((_, key)) = probes.iter().find(|(_, key)| key == k) {
-                let e = count.entry(*key).or_insert((0, i));
+            if let Some(e) = count.get_mut(k) {
+                if e.0 == 0 {
+                    e.1 = i;
+                }
                 e.0 += 1;
             }
         }

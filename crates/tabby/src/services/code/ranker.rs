@@ -47,6 +47,9 @@ const RANK_FEATURES: [&str; 14] = [
     "rrf",
 ];
 const N_RANK_FEATURES: usize = RANK_FEATURES.len();
+/// Where `bm25_in` and `emb_in` are (whether that leg found the candidate).
+const BM25_IN: usize = 1;
+const EMB_IN: usize = 5;
 /// Features of the names leg (`file_names.rs`): whether it found the chunk, the reciprocal
 /// rank of its name, that rank on a log scale (1 when it did not find it), and how rare the
 /// name is among the chunks' symbols (1 / (1 + ln of the chunks that hold it)). They come last, so that the
@@ -361,8 +364,9 @@ impl Ranker {
         let mut fused: Vec<(Fused, bool)> = candidates(searcher, bm25, embedding, names, content)
             .into_iter()
             .map(|c| {
-                let names_only =
-                    c.features[N_CONTENT_END] > 0.0 && c.features[1] == 0.0 && c.features[5] == 0.0;
+                let names_only = c.features[N_CONTENT_END] > 0.0
+                    && c.features[BM25_IN] == 0.0
+                    && c.features[EMB_IN] == 0.0;
                 let fused = Fused {
                     order: scorer.score(&c.features),
                     key: keys.key(c.address),
@@ -544,7 +548,11 @@ mod tests {
     #[test]
     fn the_builtin_ranker_parses_and_names_this_builds_features() {
         assert_eq!(FEATURES.len(), N_FEATURES);
+        assert_eq!((FEATURES[BM25_IN], FEATURES[EMB_IN]), ("bm25_in", "emb_in"));
+        assert_eq!(FEATURES[N_CONTENT_END..], NAME_FEATURES);
         let ranker = Ranker::parse(BUILTIN).expect("assets/ranker.json");
+        assert!(ranker.reads_names(QueryKind::Code) && !ranker.reads_names(QueryKind::Nl));
+        assert_eq!(ranker.names_cap, 2);
         assert!(!ranker.version.is_empty());
         // Both kinds must prefer a chunk both legs rank first over one neither ranks well.
         for kind in [QueryKind::Code, QueryKind::Nl] {

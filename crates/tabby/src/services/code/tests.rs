@@ -1763,6 +1763,19 @@ async fn the_names_leg_finds_what_the_file_used_above_the_window() {
             .names
             .is_empty()
     );
+    // A path that climbs out of the repository, or one the index does not hold, reads
+    // nothing: no names, no error.
+    for path in [
+        "../repo-b/other/footer.py",
+        "/etc/passwd",
+        "shop/../../repo-b/x.py",
+    ] {
+        let q = query(window, Some("python"), Some(path), "config:a");
+        assert!(
+            service.search_legs(&q, 40).await.unwrap().names.is_empty(),
+            "{path}"
+        );
+    }
     // No ranker that weighs the leg: it does not run.
     service.ranker = None;
     assert!(service.search_legs(&q, 40).await.unwrap().names.is_empty());
