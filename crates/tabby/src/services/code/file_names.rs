@@ -167,32 +167,15 @@ fn line_key(line: &str) -> Option<u64> {
     })
 }
 
-/// The identifiers of `line` (ASCII letters, digits, `_` and `$`, not starting with a digit),
-/// with their byte offsets.
-fn identifiers(line: &str) -> impl Iterator<Item = &str> {
-    let bytes = line.as_bytes();
-    let is_part = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < bytes.len() {
-            if is_part(bytes[i]) {
-                let start = i;
-                while i < bytes.len() && is_part(bytes[i]) {
-                    i += 1;
-                }
-                // A word that starts with a digit is a number; a non-ASCII neighbour makes it
-                // part of a word we do not read.
-                let touches_other = (start > 0 && !bytes[start - 1].is_ascii())
-                    || (i < bytes.len() && !bytes[i].is_ascii());
-                if !bytes[start].is_ascii_digit() && !touches_other {
-                    return Some(&line[start..i]);
-                }
-            } else {
-                i += 1;
-            }
-        }
-        None
-    })
+pub(crate) fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
+}
+
+/// The identifiers of `text` (runs of letters, digits, `_` and `$` not starting with a digit):
+/// how the names leg reads a file, and how completion reads the names a file uses.
+pub(crate) fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !is_name_char(c))
+        .filter(|w| w.chars().next().is_some_and(|c| !c.is_ascii_digit()))
 }
 
 impl FileNames {
@@ -342,9 +325,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn identifiers_are_ascii_words_not_numbers() {
-        let got: Vec<_> = identifiers("let x1 = foo.bar_baz($el, 42, 3abc); é_x naïve").collect();
-        assert_eq!(got, ["let", "x1", "foo", "bar_baz", "$el"]);
+    fn a_file_s_names_are_its_identifiers_not_numbers() {
+        let file = FileNames::read("let x1 = foo.bar_baz($el_1, 42, 3abc);\nnaïve_name(4711)\n");
+        let names: Vec<&str> = file.names.iter().map(|n| &**n).collect();
+        assert_eq!(names, ["bar_baz", "$el_1", "naïve_name"]);
+        assert_eq!(file.uses, [(0, 0), (0, 1), (1, 2)]);
     }
 
     const FILE: &str = "\

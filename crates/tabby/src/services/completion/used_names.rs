@@ -18,6 +18,7 @@ use std::{
 use tabby_index::code::intelligence::{find_definitions, intelligence};
 
 use super::types::Snippet;
+use crate::services::code::file_names::{identifiers, is_name_char};
 
 /// Bytes of the prefix (its end) and of the suffix (its start) whose names count: the editor
 /// sends a window, but a client could send a whole file.
@@ -171,16 +172,6 @@ impl<'a> UsedNames<'a> {
     fn uses(&self, name: &str) -> bool {
         self.names.contains(name) || self.typing.is_some_and(|t| name.starts_with(t))
     }
-}
-
-fn is_name_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '$'
-}
-
-/// The identifiers of `text` (runs of letters, digits, `_` and `$` not starting with a digit).
-fn identifiers(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !is_name_char(c))
-        .filter(|w| w.chars().next().is_some_and(|c| !c.is_ascii_digit()))
 }
 
 #[cfg(test)]
