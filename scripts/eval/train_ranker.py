@@ -20,13 +20,17 @@ L2-regularised, full-batch Adam), then (--refine) coordinate ascent on the metri
 Standard library only; deterministic, so the same inputs give the same file. (A pairwise
 RankNet loss was tried first and ranked worse.)
 
-linear-v3 (the names leg's four weights on top of linear-v2, whose other weights it keeps):
-  scripts/eval/train_ranker.py /tmp/cf2/ranker crates/tabby/assets/ranker.json --refine \
-    --code-weights-from linear-v2.json --nl-weights-from linear-v2.json --names-cap 2 \
-    --fit-code-features names_in,names_rr,names_log_rank,names_rare --version linear-v3
-where linear-v2.json is the previous ranker file (`git show 33ee789:crates/tabby/assets/
-ranker.json`; the features it does not name start at 0), and /tmp/cf2/ranker holds features that this build's `tabby eval --features-out` wrote for
-crossfit_ranker.py's ranker and dev sets (README, "The file's names as a third leg").
+linear-v4 (the members leg's four weights on top of linear-v3, whose other weights it keeps;
+no --members-cap: the training sets chose no bound):
+  scripts/eval/train_ranker.py /tmp/cf3/ranker crates/tabby/assets/ranker.json --refine \
+    --code-weights-from linear-v3.json --nl-weights-from linear-v3.json --names-cap 2 \
+    --fit-code-features members_in,members_rr,members_log_rank,members_few --version linear-v4
+where linear-v3.json is the previous ranker file (`git show 6a97daf:crates/tabby/assets/
+ranker.json`; the features it does not name start at 0), and /tmp/cf3/ranker holds features
+that this build's `tabby eval --features-out` wrote for crossfit_ranker.py's ranker and dev
+sets (README, "The members of what the cursor follows"). linear-v3 was the same command
+with linear-v2's file (`git show 33ee789:…`), --fit-code-features
+names_in,names_rr,names_log_rank,names_rare and no members features yet.
 """
 
 import argparse
@@ -44,6 +48,7 @@ L2 = 1e-3
 K = 10
 CAP = 1 << 30  # hits per file counted (--cap)
 NAMES_CAP = 1 << 30  # candidates only the names leg found, in a top 10 (--names-cap)
+MEMBERS_CAP = 1 << 30  # candidates only the members leg found, in a top 10 (--members-cap)
 
 
 def read_splits(sets_dir):
@@ -188,6 +193,7 @@ def fit_softmax_partial(queries, init, free):
 
 OBJECTIVE = 'r10+mrr'
 NAMES_ONLY = None  # whether a candidate's features say only the names leg found it
+MEMBERS_ONLY = None  # and only the members leg
 
 
 def refine(w, sets, fixed_zero, rounds=REFINE_ROUNDS):
@@ -227,7 +233,7 @@ def metrics(queries, key):
     r10 = mrr = 0.0
     for q in queries:
         ranked = sorted(q['candidates'], key=key, reverse=True)
-        per_file, top, names_only = {}, [], 0
+        per_file, top, names_only, members_only = {}, [], 0, 0
         for c in ranked:
             if per_file.get(c['file'], 0) >= CAP:
                 continue
@@ -235,6 +241,10 @@ def metrics(queries, key):
                 if names_only >= NAMES_CAP:
                     continue
                 names_only += 1
+            elif MEMBERS_ONLY is not None and MEMBERS_ONLY(c['x']):
+                if members_only >= MEMBERS_CAP:
+                    continue
+                members_only += 1
             per_file[c['file']] = per_file.get(c['file'], 0) + 1
             top.append(c)
             if len(top) >= K:
@@ -278,16 +288,20 @@ def main():
                     help='candidates only the names leg found that a top 10 holds at most, as '
                          'the service keeps them; written into the ranker file as `names_cap` '
                          '(default: no bound; with --evaluate, the file\'s own)')
+    ap.add_argument('--members-cap', type=int, default=-1,
+                    help='the same for candidates only the members leg found (`members_cap`)')
     ap.add_argument('--evaluate', metavar='RANKER',
                     help='only print the table for this ranker file (no training, nothing written)')
     args = ap.parse_args()
     if not args.out and not args.evaluate:
         ap.error('give OUT.json, or --evaluate RANKER.json')
-    global CAP, OBJECTIVE, NAMES_CAP, NAMES_ONLY
+    global CAP, OBJECTIVE, NAMES_CAP, NAMES_ONLY, MEMBERS_CAP, MEMBERS_ONLY
     CAP = args.cap or 1 << 30
     OBJECTIVE = args.objective
     if args.names_cap >= 0:
         NAMES_CAP = args.names_cap
+    if args.members_cap >= 0:
+        MEMBERS_CAP = args.members_cap
     splits = read_splits(args.sets_dir)
     if args.collect:
         for name in sorted(splits):
@@ -305,15 +319,26 @@ def main():
     if 'names_in' in names:
         i_n, i_b, i_e = names.index('names_in'), names.index('bm25_in'), names.index('emb_in')
         NAMES_ONLY = lambda x: x[i_n] and not x[i_b] and not x[i_e]
+    if 'members_in' in names:
+        i_m = names.index('members_in')
+        i_n = names.index('names_in')
+        i_b, i_e = names.index('bm25_in'), names.index('emb_in')
+        # The names leg's bound comes first for a candidate both found (as the service has it).
+        MEMBERS_ONLY = lambda x: x[i_m] and not x[i_n] and not x[i_b] and not x[i_e]
     fixed = {names.index('bias')}
     weights, trained_on = {}, {}
     if args.evaluate:
         given = json.load(open(args.evaluate))
-        if given['features'] != names:
+        # A file written before the last features were added weighs them 0, as the service
+        # reads it.
+        if given['features'] != names[:len(given['features'])]:
             sys.exit(f'{args.evaluate} names other features than the collected ones')
-        weights = given['weights']
+        pad = [0.0] * (len(names) - len(given['features']))
+        weights = {k: list(w) + pad for k, w in given['weights'].items()}
         if args.names_cap < 0 and given.get('names_cap') is not None:
             NAMES_CAP = given['names_cap']
+        if args.members_cap < 0 and given.get('members_cap') is not None:
+            MEMBERS_CAP = given['members_cap']
     kept = None
     if args.code_weights_from and not args.evaluate:
         given = json.load(open(args.code_weights_from))
@@ -396,6 +421,8 @@ def main():
     )
     if NAMES_CAP < 1 << 30:
         out['names_cap'] = NAMES_CAP
+    if MEMBERS_CAP < 1 << 30:
+        out['members_cap'] = MEMBERS_CAP
     with open(args.out, 'w') as f:
         json.dump(out, f, indent=1)
         f.write('\n')

@@ -730,7 +730,7 @@ fn eval_generate_builds_a_set_in_every_language_with_tags() {
         ],
     );
     assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("ranker: linear-v3"), "{stdout}");
+    assert!(stdout.contains("ranker: linear-v4"), "{stdout}");
     assert!(stdout.contains("nl expansion: nl-expansion-v1"), "{stdout}");
     assert_eq!(table_row(&stdout, "| service | nl |")[0], 6.0);
     assert_eq!(table_row(&stdout, "| service | completion |")[0], 5.0);

@@ -656,6 +656,118 @@ async fn a_question_reaches_code_through_its_learned_code_words_on_the_embedded_
     assert_eq!(body["hits"][0]["filepath"], "src/line.py", "{body}");
 }
 
+/// A server on the embedded defaults over one repository of `files` (path, text), its web UI off.
+fn search_server(
+    models: &std::path::Path,
+    root: &std::path::Path,
+    name: &str,
+    files: &[(String, String)],
+) -> TabbyServer {
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let repo = make_repo(root, name, &refs);
+    TabbyServer::start_with_env(
+        &format!(
+            "[[repositories]]\ngit_url = \"file://{}\"\n",
+            repo.display()
+        ),
+        &["--no-webserver"],
+        &[("TABBY_MODEL_CACHE_ROOT", models.to_str().unwrap())],
+    )
+}
+
+/// A `/v1beta/search` request for code in `filepath` (Python), every candidate let through:
+/// each leg's 40, up to 100 returned.
+fn search_in_file(query: &str, filepath: &str) -> serde_json::Value {
+    json!({
+        "query": query,
+        "filepath": filepath,
+        "language": "python",
+        "params": {"min_embedding_score": -1.0, "min_bm25_score": -1.0,
+                   "min_rrf_score": -1.0, "num_to_return": 100, "num_to_score": 40}
+    })
+}
+
+/// `request`'s answer once the repository is indexed (more than 40 hits: both legs full).
+async fn search_when_indexed(
+    server: &TabbyServer,
+    request: &serde_json::Value,
+) -> serde_json::Value {
+    poll(
+        "the repository to be indexed",
+        std::time::Duration::from_secs(120),
+        || async {
+            let (status, body) = post_json(&server.url("/v1beta/search"), request).await;
+            if status == 503 {
+                return None; // not indexed yet
+            }
+            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
+            body["hits"]
+                .as_array()
+                .is_some_and(|h| h.len() > 40)
+                .then_some(body)
+        },
+    )
+    .await
+}
+
+/// `/v1beta/search` with a file on the embedded defaults: after `ledger.`, where the lines say
+/// `ledger = Ledger(items)`, a code query finds the methods of `Ledger` in another file (the
+/// members leg), where neither the words near the cursor nor the embedding reach them: sixty
+/// near copies of those lines (`Ledger` named in each, defined in none) fill both legs. The
+/// hits have no BM25 or embedding score; the same lines ending in no access do not find them.
+#[tokio::test]
+async fn search_after_an_access_finds_the_members_of_its_type_on_the_embedded_defaults() {
+    let dir = embedded_models_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let ledger = "class Ledger:\n    def post_entry(self, account, amount):\n        \
+                  return (account, amount)\n\n    def close_books(self, period):\n        \
+                  return period\n";
+    let window = "def monthly(items):\n    subtotal = sum(items)\n    count = len(items)\n    \
+                  ledger = Ledger(items)\n    ";
+    let mut files: Vec<(String, String)> = vec![
+        ("src/ledger.py".into(), ledger.into()),
+        (
+            "src/report.py".into(),
+            format!("{window}ledger.close_books(1)\n"),
+        ),
+    ];
+    for i in 0..60 {
+        files.push((
+            format!("src/stats_{i}.py"),
+            format!(
+                "def monthly_{i}(items):\n    subtotal = sum(items)\n    count = len(items)\n    \
+                 ledger = Ledger(items)\n    return subtotal / count\n"
+            ),
+        ));
+    }
+    let server = search_server(&dir, tmp.path(), "books", &files);
+    let request = |tail: &str| search_in_file(&format!("{window}{tail}"), "src/report.py");
+    let body = search_when_indexed(&server, &request("ledger.")).await;
+    let hits = body["hits"].as_array().unwrap();
+    let members: Vec<&serde_json::Value> = hits
+        .iter()
+        .filter(|h| h["filepath"] == "src/ledger.py")
+        .collect();
+    assert!(!members.is_empty(), "{body}");
+    for hit in members {
+        assert_eq!(hit["scores"]["bm25"].as_f64(), Some(0.0), "{hit}");
+        assert_eq!(hit["scores"]["embedding"].as_f64(), Some(0.0), "{hit}");
+    }
+    assert!(hits.iter().all(|h| h["filepath"] != "src/report.py"));
+
+    let (status, body) = post_json(&server.url("/v1beta/search"), &request("return ")).await;
+    assert_eq!(status, 200, "{body}");
+    let hits = body["hits"].as_array().unwrap();
+    assert!(hits.len() > 40, "{body}");
+    assert!(
+        hits.iter().all(|h| h["filepath"] != "src/ledger.py"),
+        "{body}"
+    );
+}
+
 /// `/v1beta/search` with a file on the embedded defaults: a code query finds the definition of
 /// a name the file uses far above the editor's lines (the names leg), where neither the words
 /// near the cursor nor the embedding reach it: sixty near copies of those lines fill both
@@ -691,45 +803,9 @@ async fn search_in_a_file_finds_what_the_file_used_above_the_window_on_the_embed
             ),
         ));
     }
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(p, t)| (p.as_str(), t.as_str()))
-        .collect();
-    let repo = make_repo(tmp.path(), "shop", &refs);
-    let server = TabbyServer::start_with_env(
-        &format!(
-            "[[repositories]]\ngit_url = \"file://{}\"\n",
-            repo.display()
-        ),
-        &["--no-webserver"],
-        &[("TABBY_MODEL_CACHE_ROOT", dir.to_str().unwrap())],
-    );
-    let request = |filepath: &str| {
-        json!({
-            "query": format!("x\n{window}"),
-            "filepath": filepath,
-            "language": "python",
-            "params": {"min_embedding_score": -1.0, "min_bm25_score": -1.0,
-                       "min_rrf_score": -1.0, "num_to_return": 100, "num_to_score": 40}
-        })
-    };
-    let body = poll(
-        "the repository to be indexed",
-        std::time::Duration::from_secs(120),
-        || async {
-            let (status, body) =
-                post_json(&server.url("/v1beta/search"), &request("src/checkout.py")).await;
-            if status == 503 {
-                return None; // not indexed yet
-            }
-            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
-            body["hits"]
-                .as_array()
-                .is_some_and(|h| h.len() > 40)
-                .then_some(body)
-        },
-    )
-    .await;
+    let server = search_server(&dir, tmp.path(), "shop", &files);
+    let request = |filepath: &str| search_in_file(&format!("x\n{window}"), filepath);
+    let body = search_when_indexed(&server, &request("src/checkout.py")).await;
     let hits = body["hits"].as_array().unwrap();
     let hit = hits
         .iter()

@@ -450,6 +450,11 @@ pub struct CompletionConfig {
     /// README, "The file's names as a third leg").
     #[serde(default)]
     pub names_leg: bool,
+    /// Whether completion's code search runs the members leg (after `name.` or `path::`, the
+    /// definitions of the members of what the chain leads to), which search with a file runs
+    /// whenever the ranker weighs it (README, "The members of what the cursor follows").
+    #[serde(default)]
+    pub members_leg: bool,
 }
 
 /// Chosen by `tabby eval --mode completion` (README, "What context does to completions",
@@ -536,6 +541,7 @@ impl Default for CompletionConfig {
             member_names_only: true,
             name_cache_weight: default_name_cache_weight(),
             names_leg: false,
+            members_leg: false,
         }
     }
 }
@@ -557,6 +563,9 @@ pub struct CodeSearchParams {
     /// config key: completion sets it from `[completion] names_leg`).
     #[serde(skip, default = "default_true")]
     pub names_leg: bool,
+    /// The same for the members leg (`[completion] members_leg`).
+    #[serde(skip, default = "default_true")]
+    pub members_leg: bool,
 }
 
 impl CodeSearchParams {
@@ -577,6 +586,7 @@ impl CodeSearchParams {
             num_to_score: 40,
             max_hits_per_file: 2,
             names_leg: true,
+            members_leg: true,
         }
     }
 
@@ -590,6 +600,7 @@ impl CodeSearchParams {
             num_to_score,
             max_hits_per_file: 0,
             names_leg: true,
+            members_leg: true,
         }
     }
 
@@ -602,6 +613,7 @@ impl CodeSearchParams {
             num_to_score: 100,
             max_hits_per_file: 0,
             names_leg: true,
+            members_leg: true,
         }
     }
 }
@@ -1258,6 +1270,15 @@ top_level_keywords = ["fn"]
     fn completion_runs_no_names_leg_unless_asked_and_search_does() {
         let c = parse("").unwrap();
         assert!(!c.completion.names_leg);
+        assert!(!c.completion.members_leg);
+        assert!(c.answer.code_search_params.members_leg);
+        assert!(c.completion.code_search_params.members_leg);
+        assert!(
+            parse("[completion]\nmembers_leg = true\n")
+                .unwrap()
+                .completion
+                .members_leg
+        );
         // Search params (the answer's, which /v1beta/search starts from) run it; the key is
         // not one of theirs.
         assert!(c.answer.code_search_params.names_leg);

@@ -146,8 +146,8 @@ enum Command {
         /// (search hits only from imported files or defining a name the file uses, the default /
         /// any hit), `nosteady` (a new line's
         /// snippets in the search's order, not the file's last prompt's), `free` (no
-        /// member-name mask), `names` (the search's names leg on), `cacheN`
-        /// (`name_cache_weight` = N / 100),
+        /// member-name mask), `names` (the search's names leg on), `members` (its members
+        /// leg on), `cacheN` (`name_cache_weight` = N / 100),
         /// `headsN` (snippets too large for the room written as their first N lines),
         /// `suffixN` / `snippetsN` / `maxN` / `clipN` / `headerN` / `outlineN` / `importsN`
         /// (`suffix_bytes` / `snippet_bytes` / `max_input_length` / `prefix_clip_lines` /

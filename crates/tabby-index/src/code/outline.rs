@@ -27,6 +27,9 @@ pub struct OutlineLine {
     /// The name the line defines (the type's name on a header; empty where a line defines
     /// no one name, such as an import statement a package's facade offers).
     pub name: String,
+    /// The line of the file (0-based) that holds the name; none where the line is not the
+    /// file's own definition (an import statement).
+    pub line: Option<usize>,
 }
 
 /// Most bytes of one outline line.
@@ -53,6 +56,7 @@ pub fn outline(
         header,
         private: name.starts_with('_'),
         name: name.to_string(),
+        line: Some(line),
     };
     let dunder = |name: &str| name.len() > 4 && name.starts_with("__") && name.ends_with("__");
     let mut out = Vec::new();

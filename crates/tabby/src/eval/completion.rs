@@ -92,6 +92,8 @@ pub struct Variant {
     name_cache_percent: Option<usize>,
     /// `names`: `names_leg = true`.
     names_leg: bool,
+    /// `members`: `members_leg = true`.
+    members_leg: bool,
 }
 
 /// The number after `name` in a variant part such as `heads8`.
@@ -133,6 +135,7 @@ impl Variant {
             used_names: None,
             no_steady: false,
             names_leg: false,
+            members_leg: false,
             import_header_bytes: None,
             outline_bytes: None,
             import_snippets: None,
@@ -157,6 +160,7 @@ impl Variant {
                 "nosteady" => v.no_steady = true,
                 "free" => v.free = true,
                 "names" => v.names_leg = true,
+                "members" => v.members_leg = true,
                 other => {
                     if let Some(n) = numbered(other, "imports")? {
                         v.import_snippets = Some(n);
@@ -211,6 +215,9 @@ impl Variant {
         }
         if self.names_leg {
             c.names_leg = true;
+        }
+        if self.members_leg {
+            c.members_leg = true;
         }
         if let Some(n) = self.name_cache_percent {
             c.name_cache_weight = n as f32 / 100.0;
@@ -847,6 +854,9 @@ mod tests {
         let names = Variant::parse_list("on,on+names").unwrap();
         assert!(!names[0].config(&on).names_leg);
         assert!(names[1].config(&on).names_leg);
+        let members = Variant::parse_list("on,on+members").unwrap();
+        assert!(!members[0].config(&on).members_leg);
+        assert!(members[1].config(&on).members_leg && !members[1].config(&on).names_leg);
         let cached = Variant::parse_list("on+cache80,on+cache0").unwrap();
         assert_eq!(cached[0].config(&on).name_cache_weight, 0.8);
         assert_eq!(cached[1].config(&on).name_cache_weight, 0.0);

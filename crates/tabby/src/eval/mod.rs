@@ -352,6 +352,11 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         Arc::new(languages),
     );
     service.query_strategy = options.strategy;
+    // Files read as the repository has them, as a server reads them (the names and members
+    // legs read the edited file and the files a chain leads to).
+    service.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
+        corpus.tmp.path().join("repositories"),
+    )));
     if let Some(ranker) = &options.ranker {
         service.ranker = Some(ranker.clone());
     }
@@ -437,11 +442,14 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             &params,
             legs.has_embedding,
         );
-        // What completion's search returns: without the names leg unless the config runs it.
-        let completion_hits = if is_completion && !options.config.completion.names_leg {
+        // What completion's search returns: without the names and members legs unless the
+        // config runs them.
+        let completion = &options.config.completion;
+        let completion_hits = if is_completion && !(completion.names_leg && completion.members_leg)
+        {
             finish(
                 &legs.searcher,
-                service.fuse_with(&legs, false),
+                service.fuse_with(&legs, completion.names_leg, completion.members_leg),
                 &params,
                 legs.has_embedding,
             )
@@ -716,7 +724,7 @@ fn write_features(
         &legs.searcher,
         &legs.bm25,
         &legs.embedding,
-        &legs.names,
+        (&legs.names, &legs.members),
         Some(service.content_of(legs)),
     );
     candidates.sort_by_key(|c| c.address);
@@ -744,7 +752,7 @@ fn write_features(
                 "end_line": range.end_line,
                 "relevant": !hits.is_empty(),
                 "hits": hits,
-                "x": c.features,
+                "x": c.features.as_slice(),
             });
             Some((key, row))
         })
@@ -763,7 +771,7 @@ fn write_features(
             "ranker_kind": format!("{:?}", legs.kind).to_lowercase(),
             "language": query.language,
             "relevant_count": query.relevant.len(),
-            "features": ranker::FEATURES,
+            "features": ranker::FEATURES.as_slice(),
             "candidates": rows,
         })
     )?;

@@ -9,6 +9,7 @@ pub mod file_names;
 mod generation_cache;
 mod hamming;
 mod import_search;
+pub mod members;
 mod outline;
 pub mod query;
 pub mod ranker;
@@ -99,8 +100,8 @@ pub struct CodeSearchService {
     outlines: outline::OutlineCache,
     graphs: relations::GraphCache,
     file_names: file_names::FileNamesCache,
-    /// Run the names leg of code queries even when the ranker gives it no weight (`tabby eval
-    /// --features-out`, which writes its features for training).
+    /// Run the names and members legs of code queries even when the ranker gives them no
+    /// weight (`tabby eval --features-out`, which writes their features for training).
     pub always_names_leg: bool,
 }
 
@@ -112,6 +113,9 @@ pub struct SearchLegs {
     /// The definitions of the names the edited file uses above the editor's window, nearest
     /// first (`file_names.rs`); empty when the leg did not run.
     pub names: file_names::NameHits,
+    /// The definitions of the members of what the chain before the cursor leads to, in the
+    /// leg's order (`members.rs`); empty when the leg did not run.
+    pub members: members::MemberHits,
     /// Whether the embedding leg ran (an embedding model matching the index exists).
     pub has_embedding: bool,
     pub kind: QueryKind,
@@ -235,15 +239,17 @@ impl CodeSearchService {
         query: &CodeSearchQuery,
         num_to_score: usize,
     ) -> Result<SearchLegs, CodeSearchError> {
-        self.search_legs_with(query, num_to_score, true).await
+        self.search_legs_with(query, num_to_score, true, true).await
     }
 
-    /// `search_legs`, with the names leg only where `names_leg` allows it.
+    /// `search_legs`, with the names and members legs only where `names_leg` and
+    /// `members_leg` allow them.
     pub async fn search_legs_with(
         &self,
         query: &CodeSearchQuery,
         num_to_score: usize,
         names_leg: bool,
+        members_leg: bool,
     ) -> Result<SearchLegs, CodeSearchError> {
         let loaded = self.loaded()?;
         let searcher = loaded.reader.searcher();
@@ -361,11 +367,17 @@ impl CodeSearchService {
         } else {
             Vec::new()
         };
+        let members = if members_leg {
+            self.members_leg(&searcher, query, kind, &filters)?
+        } else {
+            Vec::new()
+        };
         Ok(SearchLegs {
             searcher,
             bm25,
             embedding: embedding_hits,
             names,
+            members,
             has_embedding,
             kind,
             content: query::bounded(&query.content).to_string(),
@@ -407,6 +419,33 @@ impl CodeSearchService {
         };
         let names = file.above(top, window, file_names::MAX_LOOKUPS);
         file_names::names_leg(searcher, &names, filters)
+            .map_err(|e| CodeSearchError::Other(e.into()))
+    }
+
+    /// The members leg of a code query in a file whose lines end with a chain of names (tuned
+    /// strategy, and a ranker that weighs it or `always_names_leg`): the definitions of the
+    /// members of what the chain leads to. Empty when it leads nowhere in the repository.
+    fn members_leg(
+        &self,
+        searcher: &Searcher,
+        query: &CodeSearchQuery,
+        kind: QueryKind,
+        filters: &dyn Fn() -> Vec<(Occur, Box<dyn Query>)>,
+    ) -> Result<members::MemberHits, CodeSearchError> {
+        let wanted = self.always_names_leg
+            || self
+                .ranker
+                .as_ref()
+                .is_some_and(|r| r.reads_members(QueryKind::Code));
+        if !wanted
+            || kind != QueryKind::Code
+            || query.filepath.is_none()
+            || self.query_strategy != QueryStrategy::Tuned
+        {
+            return Ok(Vec::new());
+        }
+        let found = self.receiver_members(query)?;
+        members::members_leg(searcher, &found, filters)
             .map_err(|e| CodeSearchError::Other(e.into()))
     }
 
@@ -707,19 +746,22 @@ impl CodeSearchService {
     /// Fuses the legs the way the service answers: the learned ranker for the tuned strategy,
     /// plain RRF for upstream's (or when no ranker is set).
     pub fn fuse(&self, legs: &SearchLegs) -> Vec<Fused> {
-        self.fuse_with(legs, true)
+        self.fuse_with(legs, true, true)
     }
 
-    /// `fuse`, leaving out the names leg's hits unless `names` (what a search with the leg
-    /// off returns: completion's, by default).
-    pub fn fuse_with(&self, legs: &SearchLegs, names: bool) -> Vec<Fused> {
-        let none = Vec::new();
+    /// `fuse`, leaving out the names leg's hits unless `names` and the members leg's unless
+    /// `members` (what a search with those legs off returns: completion's, by default).
+    pub fn fuse_with(&self, legs: &SearchLegs, names: bool, members: bool) -> Vec<Fused> {
+        let (none, no_members) = (Vec::new(), Vec::new());
         match (&self.ranker, self.query_strategy) {
             (Some(ranker), QueryStrategy::Tuned) => ranker.rank(
                 legs.kind,
                 &legs.searcher,
                 [&legs.bm25, &legs.embedding],
-                if names { &legs.names } else { &none },
+                (
+                    if names { &legs.names } else { &none },
+                    if members { &legs.members } else { &no_members },
+                ),
                 ranker
                     .reads_content(legs.kind)
                     .then(|| self.content_of(legs)),
@@ -863,7 +905,12 @@ impl CodeSearchService {
                 source_id: source_id.clone(),
             };
             let legs = self
-                .search_legs_with(&query, params.num_to_score, params.names_leg)
+                .search_legs_with(
+                    &query,
+                    params.num_to_score,
+                    params.names_leg,
+                    params.members_leg,
+                )
                 .await?;
             let fused = self.fuse(&legs);
             all.extend(finish_ranked(
@@ -888,7 +935,12 @@ impl CodeSearch for CodeSearchService {
         params: CodeSearchParams,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
         let legs = self
-            .search_legs_with(&query, params.num_to_score, params.names_leg)
+            .search_legs_with(
+                &query,
+                params.num_to_score,
+                params.names_leg,
+                params.members_leg,
+            )
             .await?;
         let fused = self.fuse(&legs);
         Ok(finish(&legs.searcher, fused, &params, legs.has_embedding))

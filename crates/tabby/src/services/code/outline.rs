@@ -39,12 +39,23 @@ const MAX_MODULE_FILES: usize = 4;
 /// Per searcher generation: the text and definitions of files outlined.
 pub struct OutlineCache {
     files: PerGeneration<Parsed>,
+    /// How many chunks of a source use a member's name, by (source id, name).
+    uses: PerGeneration<usize>,
+    /// The type a file (as indexed) last annotates, assigns or constructs for a variable, by
+    /// (source id, path and variable): a regex over a whole file, a few milliseconds in a
+    /// large one, for each request after `variable.`.
+    annotations: PerGeneration<Option<String>>,
 }
+
+/// Names whose use counts are kept per searcher generation, at most.
+const MAX_CACHED_USES: usize = 1 << 16;
 
 impl Default for OutlineCache {
     fn default() -> Self {
         Self {
             files: PerGeneration::new(MAX_CACHED_FILES, MAX_CACHED_BYTES),
+            uses: PerGeneration::new(MAX_CACHED_USES, MAX_CACHED_USES * 64),
+            annotations: PerGeneration::new(MAX_CACHED_USES, MAX_CACHED_USES * 256),
         }
     }
 }
@@ -340,6 +351,17 @@ fn namespace_import(statements: &[String], name: &str) -> bool {
     })
 }
 
+/// A member of what a chain of names leads to: the file that defines it, its name, the line
+/// (0-based) that holds the name, and how many chunks of the source use the name (0 past the
+/// first `MAX_COUNTED` names).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub path: String,
+    pub name: String,
+    pub line: Option<usize>,
+    pub uses: usize,
+}
+
 /// What an outline shows, before it is cut to size.
 enum Target {
     Module(Vec<String>),
@@ -370,15 +392,74 @@ impl CodeSearchService {
         query: &CodeSearchQuery,
         max_bytes: usize,
     ) -> Result<Vec<CodeOutline>, CodeSearchError> {
+        if max_bytes == 0 {
+            return Ok(vec![]);
+        }
+        let fitted = self.with_outlined(query, |lookup, outlined| {
+            let uses = member_uses(lookup, &self.outlines.uses, &outlined, max_bytes);
+            fit(
+                outlined,
+                max_bytes,
+                Access::of(lookup.language, &query.content),
+                &uses,
+            )
+        })?;
+        Ok(fitted.unwrap_or_default())
+    }
+
+    /// The members of what the chain of names before the cursor leads to (the targets of
+    /// [`Self::receiver_outline`], uncut): those the access reaches first (after a Rust
+    /// `Type::`, its associated functions), each group the most used in the request's source
+    /// first (equal ones in outline order), each name of a file once; empty without a chain or a target.
+    /// Headers and lines that define no one name are left out. The members leg's input.
+    pub fn receiver_members(
+        &self,
+        query: &CodeSearchQuery,
+    ) -> Result<Vec<Member>, CodeSearchError> {
+        let members = self.with_outlined(query, |lookup, outlined| {
+            // With no room at all, every member's uses are counted.
+            let uses = member_uses(lookup, &self.outlines.uses, &outlined, 0);
+            let access = Access::of(lookup.language, &query.content);
+            let mut members: Vec<(bool, Member)> = Vec::new();
+            for ((path, lines), uses) in outlined.iter().zip(&uses) {
+                for (line, &used) in lines.iter().zip(uses) {
+                    if line.header
+                        || line.name.is_empty()
+                        || (members.iter()).any(|(_, m)| m.path == *path && m.name == line.name)
+                    {
+                        continue;
+                    }
+                    let member = Member {
+                        path: path.clone(),
+                        name: line.name.clone(),
+                        line: line.line,
+                        uses: used,
+                    };
+                    members.push((access.prefers(line), member));
+                }
+            }
+            // What the access reaches first (`Type::` an associated function), then by use.
+            members.sort_by_key(|(preferred, m)| (!preferred, std::cmp::Reverse(m.uses)));
+            members.into_iter().map(|(_, m)| m).collect()
+        })?;
+        Ok(members.unwrap_or_default())
+    }
+
+    /// The outlines (uncut) of what the chain of names before the cursor leads to, given to
+    /// `then` with the lookup that found them; None when the cursor does not follow a chain or
+    /// the file is not indexed. After a bare `self.` or `this.` it is the class whose body
+    /// holds the cursor: its bases first, then the class itself.
+    fn with_outlined<R>(
+        &self,
+        query: &CodeSearchQuery,
+        then: impl FnOnce(&Lookup, Vec<(String, Vec<OutlineLine>)>) -> R,
+    ) -> Result<Option<R>, CodeSearchError> {
         // Python's `super().` is a call no type's name starts: it stands for the bases.
         let chain = match receiver_chain(&query.content) {
             Some(chain) => chain,
             None if calls_super(&query.content) => vec!["super".to_string()],
-            None => return Ok(vec![]),
+            None => return Ok(None),
         };
-        if max_bytes == 0 {
-            return Ok(vec![]);
-        }
         let Some(EditedFile {
             language,
             filepath,
@@ -387,7 +468,7 @@ impl CodeSearchService {
             imports: file,
         }) = self.edited_file(query)?
         else {
-            return Ok(vec![]);
+            return Ok(None);
         };
         let statements = statements_in_view(&file.statements, &language, &query.content);
         let lookup = Lookup {
@@ -417,13 +498,7 @@ impl CodeSearchService {
                 }
             }
         }
-        let uses = member_uses(&lookup, &outlined, max_bytes);
-        Ok(fit(
-            outlined,
-            max_bytes,
-            Access::of(&language, &query.content),
-            &uses,
-        ))
+        Ok(Some(then(&lookup, outlined)))
     }
 
     /// After a chain of names before the cursor: every name that may follow it, when the
@@ -600,8 +675,22 @@ impl CodeSearchService {
                 annotated_type(lookup.language, text, &variable)
                     .or_else(|| annotated_type(lookup.language, text, last))
             };
+            let in_file = || {
+                let key = format!("{}\0{variable}\0{last}", lookup.filepath);
+                let found = self
+                    .outlines
+                    .annotations
+                    .get_or_make::<std::convert::Infallible>(
+                        lookup.searcher.generation().generation_id(),
+                        &lookup.query.source_id,
+                        &key,
+                        || Ok(self.indexed_file(lookup).and_then(|file| said(&file.text))),
+                        |_| 64 + key.len(),
+                    );
+                found.ok().and_then(|t| (*t).clone())
+            };
             said(prefix)
-                .or_else(|| said(&self.indexed_file(lookup)?.text))
+                .or_else(in_file)
                 .or_else(|| pascal_case(last))?
         };
         Some(Target::Type {
@@ -644,6 +733,7 @@ impl CodeSearchService {
                         header: false,
                         private: !facade,
                         name: String::new(),
+                        line: None,
                     })
                     .collect();
                     lines.extend(defined);
@@ -688,7 +778,7 @@ impl CodeSearchService {
 }
 
 /// Most member names whose uses are counted for one outline (each count is one search of the
-/// index); members past them count 0.
+/// index, kept for the searcher's generation); members past them count 0.
 const MAX_COUNTED: usize = 64;
 
 /// For each outline line, how many chunks of the request's source use the name it defines,
@@ -699,6 +789,7 @@ const MAX_COUNTED: usize = 64;
 /// (they go in first anyway).
 fn member_uses(
     lookup: &Lookup,
+    cache: &PerGeneration<usize>,
     outlined: &[(String, Vec<OutlineLine>)],
     max_bytes: usize,
 ) -> Vec<Vec<usize>> {
@@ -719,7 +810,15 @@ fn member_uses(
             } else if !seen.insert(&line.name) || seen.len() > MAX_COUNTED {
                 0
             } else {
-                symbols::identifier_uses(lookup.searcher, &lookup.query.source_id, &line.name)
+                let (searcher, source_id) = (lookup.searcher, &lookup.query.source_id);
+                let count = cache.get_or_make::<std::convert::Infallible>(
+                    searcher.generation().generation_id(),
+                    source_id,
+                    &line.name,
+                    || Ok(symbols::identifier_uses(searcher, source_id, &line.name)),
+                    |_| 64 + line.name.len(),
+                );
+                count.map_or(0, |c| *c)
             };
         }
     }
@@ -1307,6 +1406,7 @@ mod tests {
             header,
             private: false,
             name: String::new(),
+            line: None,
         };
         let lines = vec![
             line("impl Error {", true),
@@ -1390,6 +1490,7 @@ mod tests {
             header,
             private,
             name: name.split('(').next().unwrap_or_default().to_string(),
+            line: None,
         }
     }
 

@@ -27,6 +27,7 @@ use tantivy::{DocAddress, Searcher};
 use super::{
     Fused, LegHits, RRF_K, RowColumns, content,
     file_names::{MAX_NAMES, NameHit, NameHits},
+    members::{MAX_MEMBERS, MemberHit, MemberHits},
 };
 
 /// Features computed from the legs' ranks and scores and the chunk's flags.
@@ -55,12 +56,24 @@ const EMB_IN: usize = 5;
 /// name is among the chunks' symbols (1 / (1 + ln of the chunks that hold it)). They come last, so that the
 /// features before them keep their places.
 pub const NAME_FEATURES: [&str; 4] = ["names_in", "names_rr", "names_log_rank", "names_rare"];
+/// Features of the members leg (`members.rs`): whether it found the chunk, the reciprocal rank
+/// of its member, that rank on a log scale (1 when it did not find it), and how few members
+/// the target has (1 / (1 + ln of their number)). They come after the names leg's.
+pub const MEMBER_FEATURES: [&str; 4] = [
+    "members_in",
+    "members_rr",
+    "members_log_rank",
+    "members_few",
+];
 const N_CONTENT_END: usize = N_RANK_FEATURES + content::NAMES.len();
-pub const N_FEATURES: usize = N_CONTENT_END + NAME_FEATURES.len();
+const N_NAMES_END: usize = N_CONTENT_END + NAME_FEATURES.len();
+pub const N_FEATURES: usize = N_NAMES_END + MEMBER_FEATURES.len();
 
 /// The features, in the order the weights are given: the rank features, then the candidate's
 /// words, names and path against the query's (`content::NAMES`), then the names leg's
-/// (`NAME_FEATURES`). A ranker file names them; one trained on another list is refused.
+/// (`NAME_FEATURES`) and the members leg's (`MEMBER_FEATURES`). A ranker file names them; one
+/// trained on another list is refused, unless its list is this one up to the end of a leg's
+/// features (a file written before the later legs: they weigh nothing in it).
 pub const FEATURES: [&str; N_FEATURES] = {
     let mut all = [""; N_FEATURES];
     let mut i = 0;
@@ -69,8 +82,10 @@ pub const FEATURES: [&str; N_FEATURES] = {
             RANK_FEATURES[i]
         } else if i < N_CONTENT_END {
             content::NAMES[i - N_RANK_FEATURES]
-        } else {
+        } else if i < N_NAMES_END {
             NAME_FEATURES[i - N_CONTENT_END]
+        } else {
+            MEMBER_FEATURES[i - N_NAMES_END]
         };
         i += 1;
     }
@@ -116,6 +131,9 @@ struct RankerFile {
     /// none: no bound.
     #[serde(default)]
     names_cap: Option<usize>,
+    /// The same for the members leg.
+    #[serde(default)]
+    members_cap: Option<usize>,
 }
 
 /// A regression tree as written: `nodes[i] = [feature, threshold, left, right]`, where a
@@ -143,7 +161,8 @@ struct Tree {
 }
 
 impl Tree {
-    fn check(file: TreeFile) -> Result<Tree, String> {
+    /// `given`: how many features the file names (a node reads one of them).
+    fn check(file: TreeFile, given: usize) -> Result<Tree, String> {
         let TreeFile { nodes, leaves } = file;
         if leaves.is_empty() || leaves.iter().any(|v| !v.is_finite() || v.abs() > MAX_LEAF) {
             return Err(format!("leaves that are missing or not within ±{MAX_LEAF}"));
@@ -155,7 +174,7 @@ impl Tree {
             return Err("no nodes but several leaves".into());
         }
         for (i, &(feature, threshold, left, right)) in nodes.iter().enumerate() {
-            if feature >= N_FEATURES || !threshold.is_finite() {
+            if feature >= given || !threshold.is_finite() {
                 return Err(format!(
                     "node {i}: feature {feature}, threshold {threshold}"
                 ));
@@ -233,7 +252,11 @@ impl Scorer {
     }
 
     fn reads_names(&self) -> bool {
-        self.reads(N_CONTENT_END..N_FEATURES)
+        self.reads(N_CONTENT_END..N_NAMES_END)
+    }
+
+    fn reads_members(&self) -> bool {
+        self.reads(N_NAMES_END..N_FEATURES)
     }
 }
 
@@ -245,13 +268,20 @@ pub struct Ranker {
     /// Candidates only the names leg found that one answer keeps, at most (the file's
     /// `names_cap`): the leg finds a callee often, but fills a list with its neighbours too.
     names_cap: usize,
+    /// The same for the members leg (`members_cap`).
+    members_cap: usize,
 }
 
 impl Ranker {
     pub fn parse(text: &str) -> anyhow::Result<Ranker> {
         let mut file: RankerFile =
             serde_json::from_str(text).map_err(|e| anyhow::anyhow!("not a ranker file: {e}"))?;
-        if file.features != FEATURES {
+        // A file written before a leg's features were added (one that names the features up
+        // to the end of the content's or the names leg's) weighs the later ones 0.
+        let given = file.features.len();
+        if ![N_CONTENT_END, N_NAMES_END, N_FEATURES].contains(&given)
+            || file.features[..] != FEATURES[..given]
+        {
             anyhow::bail!(
                 "the ranker {} was trained on the features {:?}; this build computes {:?}",
                 file.version,
@@ -268,9 +298,12 @@ impl Ranker {
                     anyhow::bail!("the ranker has no weights or trees for {kind} queries")
                 }
                 (Some(w), None) => {
-                    let w: [f32; N_FEATURES] = w.as_slice().try_into().map_err(|_| {
-                        anyhow::anyhow!("the ranker's {kind} weights are not {N_FEATURES} numbers")
-                    })?;
+                    if w.len() != given {
+                        anyhow::bail!("the ranker's {kind} weights are not {given} numbers");
+                    }
+                    let mut all = [0.0f32; N_FEATURES];
+                    all[..given].copy_from_slice(&w);
+                    let w = all;
                     if w.iter().any(|x| !x.is_finite()) {
                         anyhow::bail!("the ranker's {kind} weights are not all finite numbers");
                     }
@@ -284,7 +317,7 @@ impl Ranker {
                         .into_iter()
                         .enumerate()
                         .map(|(i, t)| {
-                            Tree::check(t).map_err(|e| {
+                            Tree::check(t, given).map_err(|e| {
                                 anyhow::anyhow!("the ranker's {kind} tree {i} is invalid: {e}")
                             })
                         })
@@ -300,6 +333,7 @@ impl Ranker {
             nl,
             version: file.version,
             names_cap: file.names_cap.unwrap_or(usize::MAX),
+            members_cap: file.members_cap.unwrap_or(usize::MAX),
         })
     }
 
@@ -337,6 +371,12 @@ impl Ranker {
         self.scorer(kind).reads_names()
     }
 
+    /// Whether `kind`'s score reads the members leg's features: a search runs that leg only
+    /// then (it resolves the chain before the cursor and reads the target's files).
+    pub fn reads_members(&self, kind: QueryKind) -> bool {
+        self.scorer(kind).reads_members()
+    }
+
     fn scorer(&self, kind: QueryKind) -> &Scorer {
         match kind {
             QueryKind::Code => &self.code,
@@ -356,36 +396,64 @@ impl Ranker {
         kind: QueryKind,
         searcher: &Searcher,
         [bm25, embedding]: [&LegHits; 2],
-        names: &NameHits,
+        (names, members): (&NameHits, &MemberHits),
         content: Option<Content>,
     ) -> Vec<Fused> {
         let scorer = self.scorer(kind);
         let mut keys = super::tie::TieKeys::new(searcher);
-        let mut fused: Vec<(Fused, bool)> = candidates(searcher, bm25, embedding, names, content)
-            .into_iter()
-            .map(|c| {
-                let names_only = c.features[N_CONTENT_END] > 0.0
-                    && c.features[BM25_IN] == 0.0
-                    && c.features[EMB_IN] == 0.0;
-                let fused = Fused {
-                    order: scorer.score(&c.features),
-                    key: keys.key(c.address),
-                    address: c.address,
-                    scores: c.scores,
-                };
-                (fused, names_only)
-            })
-            .collect();
+        let mut fused: Vec<(Fused, Only)> =
+            candidates(searcher, bm25, embedding, (names, members), content)
+                .into_iter()
+                .map(|c| {
+                    let fused = Fused {
+                        order: scorer.score(&c.features),
+                        key: keys.key(c.address),
+                        address: c.address,
+                        scores: c.scores,
+                    };
+                    (fused, Only::of(&c.features))
+                })
+                .collect();
         fused.sort_by(|(a, _), (b, _)| super::fused_order(a, b));
-        let mut names_only = 0;
+        let (mut names_only, mut members_only) = (0, 0);
         fused
             .into_iter()
-            .filter(|(_, only)| {
-                names_only += *only as usize;
-                !*only || names_only <= self.names_cap
+            .filter(|(_, only)| match only {
+                Only::Names => {
+                    names_only += 1;
+                    names_only <= self.names_cap
+                }
+                Only::Members => {
+                    members_only += 1;
+                    members_only <= self.members_cap
+                }
+                Only::Not => true,
             })
             .map(|(f, _)| f)
             .collect()
+    }
+}
+
+/// Whether a candidate was found by neither the BM25 nor the embedding leg, and then which of
+/// the file's legs found it (the names leg when both did): each has its own bound.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Only {
+    Not,
+    Names,
+    Members,
+}
+
+impl Only {
+    fn of(x: &[f32; N_FEATURES]) -> Only {
+        if x[BM25_IN] > 0.0 || x[EMB_IN] > 0.0 {
+            Only::Not
+        } else if x[N_CONTENT_END] > 0.0 {
+            Only::Names
+        } else if x[N_NAMES_END] > 0.0 {
+            Only::Members
+        } else {
+            Only::Not
+        }
     }
 }
 
@@ -412,13 +480,13 @@ pub struct Content<'a> {
     pub chunks: &'a content::ChunkSides,
 }
 
-/// The union of the legs (BM25, embedding, names) with every feature (the content features 0
-/// without `content`); order unspecified.
+/// The union of the legs (BM25, embedding, names, members) with every feature (the content
+/// features 0 without `content`); order unspecified.
 pub fn candidates(
     searcher: &Searcher,
     bm25: &LegHits,
     embedding: &LegHits,
-    names: &NameHits,
+    (names, members): (&NameHits, &MemberHits),
     content: Option<Content>,
 ) -> Vec<Candidate> {
     #[derive(Default)]
@@ -426,6 +494,7 @@ pub fn candidates(
         bm25: Option<(usize, f32)>,
         embedding: Option<(usize, f32)>,
         names: Option<NameHit>,
+        members: Option<MemberHit>,
     }
     let mut seen: HashMap<DocAddress, Seen> = HashMap::new();
     type Slot = fn(&mut Seen) -> &mut Option<(usize, f32)>;
@@ -439,6 +508,12 @@ pub fn candidates(
         seen.entry(hit.address)
             .or_default()
             .names
+            .get_or_insert(*hit);
+    }
+    for hit in members {
+        seen.entry(hit.address)
+            .or_default()
+            .members
             .get_or_insert(*hit);
     }
     let top_bm25 = bm25.first().map_or(0.0, |(s, _)| *s);
@@ -528,6 +603,15 @@ pub fn candidates(
                 }
                 None => f[N_CONTENT_END + 2] = 1.0,
             }
+            match s.members {
+                Some(hit) => {
+                    f[N_NAMES_END] = 1.0;
+                    f[N_NAMES_END + 1] = 1.0 / (hit.rank as f32 + 1.0);
+                    f[N_NAMES_END + 2] = log_rank(hit.rank, MAX_MEMBERS);
+                    f[N_NAMES_END + 3] = 1.0 / (1.0 + (hit.members.max(1) as f32).ln());
+                }
+                None => f[N_NAMES_END + 2] = 1.0,
+            }
             Candidate {
                 address,
                 scores: CodeSearchScores {
@@ -549,10 +633,13 @@ mod tests {
     fn the_builtin_ranker_parses_and_names_this_builds_features() {
         assert_eq!(FEATURES.len(), N_FEATURES);
         assert_eq!((FEATURES[BM25_IN], FEATURES[EMB_IN]), ("bm25_in", "emb_in"));
-        assert_eq!(FEATURES[N_CONTENT_END..], NAME_FEATURES);
+        assert_eq!(FEATURES[N_CONTENT_END..N_NAMES_END], NAME_FEATURES);
+        assert_eq!(FEATURES[N_NAMES_END..], MEMBER_FEATURES);
         let ranker = Ranker::parse(BUILTIN).expect("assets/ranker.json");
         assert!(ranker.reads_names(QueryKind::Code) && !ranker.reads_names(QueryKind::Nl));
+        assert!(ranker.reads_members(QueryKind::Code) && !ranker.reads_members(QueryKind::Nl));
         assert_eq!(ranker.names_cap, 2);
+        assert_eq!(ranker.members_cap, usize::MAX);
         assert!(!ranker.version.is_empty());
         // Both kinds must prefer a chunk both legs rank first over one neither ranks well.
         for kind in [QueryKind::Code, QueryKind::Nl] {
@@ -629,29 +716,81 @@ mod tests {
         let other = r#"{"version":"x","features":["bias"],"weights":{"code":[1],"nl":[1]}}"#;
         let e = Ranker::parse(other).unwrap_err().to_string();
         assert!(e.contains("trained on the features"), "{e}");
-        let names = serde_json::to_string(&FEATURES).unwrap();
+        let names = serde_json::to_string(&FEATURES[..]).unwrap();
         let short =
             format!(r#"{{"version":"x","features":{names},"weights":{{"code":[1],"nl":[1]}}}}"#);
         let e = Ranker::parse(&short).unwrap_err().to_string();
         assert!(e.contains(&format!("not {N_FEATURES} numbers")), "{e}");
         let nan = format!(
             r#"{{"version":"x","features":{names},"weights":{{"code":{z},"nl":[1e999{rest}]}}}}"#,
-            z = serde_json::to_string(&[0.0; N_FEATURES]).unwrap(),
+            z = serde_json::to_string(&[0.0; N_FEATURES][..]).unwrap(),
             rest = ",0".repeat(N_FEATURES - 1)
         );
         assert!(Ranker::parse(&nan).is_err());
         assert!(Ranker::parse("not json").is_err());
     }
 
+    /// A file written before the members leg (linear-v3's 31 features) still loads: the
+    /// members' features weigh nothing, so a search with it runs no members leg. A list cut
+    /// anywhere but at a leg's end is refused.
+    #[test]
+    fn ranker_files_written_before_a_leg_weigh_its_features_zero() {
+        let before = serde_json::to_string(&FEATURES[..N_NAMES_END]).unwrap();
+        let mut w = vec![0.0f32; N_NAMES_END];
+        w[N_CONTENT_END] = 2.0;
+        let w = serde_json::to_string(&w).unwrap();
+        let text = format!(
+            r#"{{"version":"old","features":{before},"weights":{{"code":{w},"nl":{w}}},"names_cap":1}}"#
+        );
+        let ranker = Ranker::parse(&text).unwrap();
+        assert!(ranker.reads_names(QueryKind::Code));
+        assert!(!ranker.reads_members(QueryKind::Code));
+        assert_eq!((ranker.names_cap, ranker.members_cap), (1, usize::MAX));
+        let mut x = [1.0; N_FEATURES];
+        assert_eq!(ranker.score(QueryKind::Code, &x), 2.0);
+        x[N_CONTENT_END] = 0.0;
+        assert_eq!(ranker.score(QueryKind::Code, &x), 0.0);
+        // Weights for the names the file gives, no more.
+        let long = serde_json::to_string(&[0.0; N_FEATURES][..]).unwrap();
+        let text = format!(
+            r#"{{"version":"old","features":{before},"weights":{{"code":{long},"nl":{long}}}}}"#
+        );
+        let e = Ranker::parse(&text).unwrap_err().to_string();
+        assert!(e.contains(&format!("not {N_NAMES_END} numbers")), "{e}");
+        let cut = serde_json::to_string(&FEATURES[..N_NAMES_END - 1]).unwrap();
+        let w = serde_json::to_string(&[0.0; N_NAMES_END - 1]).unwrap();
+        let text =
+            format!(r#"{{"version":"cut","features":{cut},"weights":{{"code":{w},"nl":{w}}}}}"#);
+        let e = Ranker::parse(&text).unwrap_err().to_string();
+        assert!(e.contains("trained on the features"), "{e}");
+    }
+
+    /// Candidates only the names leg found and those only the members leg found have their
+    /// own bounds; one that BM25 or the embedding also found is bound by neither.
+    #[test]
+    fn only_the_file_legs_candidates_are_bounded_each_by_its_own_cap() {
+        let mut x = [0.0; N_FEATURES];
+        assert!(Only::of(&x) == Only::Not);
+        x[N_NAMES_END] = 1.0;
+        assert!(Only::of(&x) == Only::Members);
+        x[N_CONTENT_END] = 1.0;
+        assert!(Only::of(&x) == Only::Names);
+        x[BM25_IN] = 1.0;
+        assert!(Only::of(&x) == Only::Not);
+        x[BM25_IN] = 0.0;
+        x[EMB_IN] = 1.0;
+        assert!(Only::of(&x) == Only::Not);
+    }
+
     /// A ranker file with `code` and `nl` given as the JSON values `code` and `nl`.
     fn file_with(code: &str, nl: &str) -> String {
-        let names = serde_json::to_string(&FEATURES).unwrap();
+        let names = serde_json::to_string(&FEATURES[..]).unwrap();
         format!(r#"{{"version":"t","features":{names},{code},{nl}}}"#)
     }
 
     #[test]
     fn trees_score_by_walking_each_tree_and_summing_its_leaves() {
-        let linear = serde_json::to_string(&[0.0; N_FEATURES]).unwrap();
+        let linear = serde_json::to_string(&[0.0; N_FEATURES][..]).unwrap();
         // Tree 1 splits on bm25_rr (3) then on q_cov (14); tree 2 is a constant.
         let text = file_with(
             &format!(r#""weights":{{"code":{linear}}}"#),
@@ -676,7 +815,7 @@ mod tests {
 
     #[test]
     fn tree_files_that_could_loop_or_read_out_of_range_are_refused() {
-        let linear = serde_json::to_string(&[0.0; N_FEATURES]).unwrap();
+        let linear = serde_json::to_string(&[0.0; N_FEATURES][..]).unwrap();
         let code = format!(r#""weights":{{"code":{linear}}}"#);
         let nl = |tree: &str| format!(r#""trees":{{"nl":[{tree}]}}"#);
         let cases = [

@@ -132,6 +132,7 @@ fn open_params(n: usize) -> CodeSearchParams {
         num_to_score: 100,
         max_hits_per_file: 2,
         names_leg: true,
+        members_leg: true,
     }
 }
 
@@ -213,6 +214,7 @@ async fn at_most_two_hits_per_file() {
             CodeSearchParams {
                 max_hits_per_file: cap,
                 names_leg: true,
+                members_leg: true,
                 ..open_params(20)
             },
         );
@@ -692,7 +694,7 @@ async fn learned_fusion_orders_the_union_by_its_weights_and_keeps_the_raw_scores
 
 /// A ranker whose score, for both kinds of query, is one feature.
 fn ranker_reading_only(feature: &str) -> Arc<ranker::Ranker> {
-    let names = serde_json::to_string(&ranker::FEATURES).unwrap();
+    let names = serde_json::to_string(&ranker::FEATURES[..]).unwrap();
     let w: Vec<f32> = ranker::FEATURES
         .iter()
         .map(|f| if *f == feature { 1.0 } else { 0.0 })
@@ -1380,7 +1382,7 @@ async fn content_features_read_the_indexed_chunk_sides_and_postings() {
         &legs.searcher,
         &legs.bm25,
         &legs.embedding,
-        &legs.names,
+        (&legs.names, &legs.members),
         Some(service.content_of(&legs)),
     );
     let feature = |name: &str| ranker::FEATURES.iter().position(|f| *f == name).unwrap();
@@ -1779,4 +1781,138 @@ async fn the_names_leg_finds_what_the_file_used_above_the_window() {
     // No ranker that weighs the leg: it does not run.
     service.ranker = None;
     assert!(service.search_legs(&q, 40).await.unwrap().names.is_empty());
+}
+
+/// The members leg: after `basket.`, where the file (as indexed, far above the editor's lines)
+/// says `basket = Cart()`, the chunks that define `Cart`'s members in another file, which
+/// neither the words near the cursor nor the embedding lead to; the built-in ranker puts one
+/// of them in the answer. Another source's `Cart` never comes; a chain that leads nowhere, a
+/// line that ends in no access, a path outside the repository or a ranker that does not weigh
+/// the leg runs no members leg.
+#[tokio::test]
+async fn the_members_leg_finds_the_members_of_what_the_chain_before_the_cursor_leads_to() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("repo-a");
+    // Another class of the file has a member of the same name, first.
+    let mut cart = String::from(
+        "class Wishlist:\n    def add_line_item(self, code, qty=1):\n        \
+         return 'wishlist'\n\n\nclass Cart:\n    def __init__(self):\n        self.rows = []\n\n",
+    );
+    for (name, body) in [
+        ("add_line_item", "self.rows.append((code, qty))"),
+        (
+            "drop_line_item",
+            "self.rows = [r for r in self.rows if r[0] != code]",
+        ),
+        ("grand_total", "return sum(q for _, q in self.rows)"),
+    ] {
+        cart.push_str(&format!("    def {name}(self, code, qty=1):\n"));
+        for i in 0..12 {
+            cart.push_str(&format!("        step_{i} = qty * {i}\n"));
+        }
+        cart.push_str(&format!("        {body}\n\n"));
+    }
+    write(&a, "shop/cart.py", &cart);
+    let mut checkout = String::from("from shop.cart import Cart\n\n\ndef checkout(order):\n");
+    checkout.push_str("    basket = Cart()\n");
+    for i in 0..30 {
+        checkout.push_str(&format!("    log_{i} = order.get({i})\n"));
+    }
+    checkout.push_str("    for sku in order:\n        basket.add_line_item(sku)\n");
+    write(&a, "shop/checkout.py", &checkout);
+    write_unrelated(&a, "misc/");
+    let b = tmp.path().join("repo-b");
+    write(
+        &b,
+        "other/cart.py",
+        "class Cart:\n    def add_line_item(self, code):\n        return 'other source'\n",
+    );
+    let (mut service, _) =
+        index_sources(tmp.path(), &[("config:a", &a), ("config:b", &b)], false).await;
+    // Files read as the repository has them, as the server reads them.
+    service.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
+        tmp.path().join("repos"),
+    )));
+    // What the editor sends: the lines near the cursor, which do not say what `basket` is.
+    let window = "    log_29 = order.get(29)\n    for sku in order:\n        basket.";
+    let q = query(window, Some("python"), Some("shop/checkout.py"), "config:a");
+
+    let legs = service.search_legs(&q, 40).await.unwrap();
+    let path = |a: DocAddress| {
+        CodeSearchService::document(&legs.searcher, a)
+            .unwrap()
+            .filepath
+    };
+    let found: Vec<String> = legs.members.iter().map(|h| path(h.address)).collect();
+    assert!(!found.is_empty());
+    assert!(found.iter().all(|p| p == "shop/cart.py"), "{found:?}");
+    assert_eq!(legs.members[0].rank, 0);
+    // `add_line_item`, `drop_line_item`, `grand_total` (an outline has no `__init__`), one
+    // chunk each: `Cart`'s, not `Wishlist`'s `add_line_item`.
+    assert_eq!(found.len(), 3, "{:?}", legs.members);
+    for hit in &legs.members {
+        let body = CodeSearchService::document(&legs.searcher, hit.address)
+            .unwrap()
+            .body;
+        assert!(!body.contains("'wishlist'"), "{body}");
+    }
+    assert!(
+        legs.members.iter().all(|h| h.members == 3),
+        "{:?}",
+        legs.members
+    );
+    // The premise: the other legs do not find the class.
+    for hits in [&legs.bm25, &legs.embedding] {
+        assert!(hits.iter().all(|(_, a)| path(*a) != "shop/cart.py"));
+    }
+    let answer: Vec<String> = service
+        .fuse(&legs)
+        .iter()
+        .map(|f| path(f.address))
+        .collect();
+    assert!(answer.iter().any(|p| p == "shop/cart.py"), "{answer:?}");
+    assert!(!answer.iter().any(|p| p == "other/cart.py"), "{answer:?}");
+
+    // A chain the file does not say, and a line that ends in no access: no members.
+    for content in [
+        "    for sku in order:\n        shelf_unknown.",
+        "    for sku in order:\n        basket = ",
+    ] {
+        let q = query(
+            content,
+            Some("python"),
+            Some("shop/checkout.py"),
+            "config:a",
+        );
+        let legs = service.search_legs(&q, 40).await.unwrap();
+        assert!(legs.members.is_empty(), "{content}: {:?}", legs.members);
+    }
+    // A path that climbs out of the repository, or one the index does not hold, reads
+    // nothing: no members, no error.
+    for path in [
+        "../repo-b/other/cart.py",
+        "/etc/passwd",
+        "shop/../../repo-b/x.py",
+    ] {
+        let q = query(window, Some("python"), Some(path), "config:a");
+        assert!(
+            service
+                .search_legs(&q, 40)
+                .await
+                .unwrap()
+                .members
+                .is_empty(),
+            "{path}"
+        );
+    }
+    // No ranker that weighs the leg: it does not run.
+    service.ranker = None;
+    assert!(
+        service
+            .search_legs(&q, 40)
+            .await
+            .unwrap()
+            .members
+            .is_empty()
+    );
 }

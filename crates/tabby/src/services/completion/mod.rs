@@ -146,6 +146,7 @@ impl CompletionService {
                     None => {
                         let params = CodeSearchParams {
                             names_leg: self.config.names_leg,
+                            members_leg: self.config.members_leg,
                             ..self.config.code_search_params.clone()
                         };
                         let searched = snippets::code_search_snippets(
