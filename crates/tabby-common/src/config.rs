@@ -452,7 +452,9 @@ pub struct CompletionConfig {
     pub names_leg: bool,
     /// Whether completion's code search runs the members leg (after `name.` or `path::`, the
     /// definitions of the members of what the chain leads to), which search with a file runs
-    /// whenever the ranker weighs it (README, "The members of what the cursor follows").
+    /// whenever the ranker weighs it. Off: the embedded model's completions were no better
+    /// with it (`tabby eval --mode completion`, variant `members`; README, "The members of
+    /// what the cursor follows").
     #[serde(default)]
     pub members_leg: bool,
 }
