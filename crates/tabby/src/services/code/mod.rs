@@ -385,6 +385,25 @@ impl CodeSearchService {
         })
     }
 
+    /// Whether a leg that reads the edited file runs: a code query in a file, the tuned
+    /// strategy, and a ranker whose code scorer weighs the leg (`reads`) or
+    /// `always_names_leg`.
+    fn runs_file_leg(
+        &self,
+        query: &CodeSearchQuery,
+        kind: QueryKind,
+        reads: fn(&Ranker, QueryKind) -> bool,
+    ) -> bool {
+        let weighed = self
+            .ranker
+            .as_deref()
+            .is_some_and(|r| reads(r, QueryKind::Code));
+        (self.always_names_leg || weighed)
+            && kind == QueryKind::Code
+            && query.filepath.is_some()
+            && self.query_strategy == QueryStrategy::Tuned
+    }
+
     /// The names leg of a code query in a file (tuned strategy, and a ranker that weighs it or
     /// `always_names_leg`): the definitions of the names the file, as indexed, uses above the
     /// query's lines. Empty when the file is not indexed or the query's lines are not found in it.
@@ -395,15 +414,10 @@ impl CodeSearchService {
         kind: QueryKind,
         filters: &dyn Fn() -> Vec<(Occur, Box<dyn Query>)>,
     ) -> Result<file_names::NameHits, CodeSearchError> {
-        let wanted = self.always_names_leg
-            || self
-                .ranker
-                .as_ref()
-                .is_some_and(|r| r.reads_names(QueryKind::Code));
         let Some(filepath) = query.filepath.as_deref() else {
             return Ok(Vec::new());
         };
-        if !wanted || kind != QueryKind::Code || self.query_strategy != QueryStrategy::Tuned {
+        if !self.runs_file_leg(query, kind, Ranker::reads_names) {
             return Ok(Vec::new());
         }
         let filepath = filepath.replace('\\', "/");
@@ -432,16 +446,7 @@ impl CodeSearchService {
         kind: QueryKind,
         filters: &dyn Fn() -> Vec<(Occur, Box<dyn Query>)>,
     ) -> Result<members::MemberHits, CodeSearchError> {
-        let wanted = self.always_names_leg
-            || self
-                .ranker
-                .as_ref()
-                .is_some_and(|r| r.reads_members(QueryKind::Code));
-        if !wanted
-            || kind != QueryKind::Code
-            || query.filepath.is_none()
-            || self.query_strategy != QueryStrategy::Tuned
-        {
+        if !self.runs_file_leg(query, kind, Ranker::reads_members) {
             return Ok(Vec::new());
         }
         let found = self.receiver_members(query)?;

@@ -473,6 +473,21 @@ fn log_rank(rank: usize, n: usize) -> f32 {
     ((1 + rank) as f32).ln() / ((1 + n.max(1)) as f32).ln()
 }
 
+/// A file leg's four features (`NAME_FEATURES`, `MEMBER_FEATURES`) from its hit (rank, the
+/// leg's most ranks, and the count its last feature reads: the chunks that hold the name, the
+/// target's members): found, reciprocal rank, log rank (1 when not found), 1 / (1 + ln count).
+fn file_leg_features(f: &mut [f32], hit: Option<(usize, usize, usize)>) {
+    match hit {
+        Some((rank, most, count)) => {
+            f[0] = 1.0;
+            f[1] = 1.0 / (rank as f32 + 1.0);
+            f[2] = log_rank(rank, most);
+            f[3] = 1.0 / (1.0 + (count.max(1) as f32).ln());
+        }
+        None => f[2] = 1.0,
+    }
+}
+
 /// What the content features read: the query's words and the chunks' stored sides.
 #[derive(Clone, Copy)]
 pub struct Content<'a> {
@@ -594,24 +609,12 @@ pub fn candidates(
             }
 
             // The names leg ranks names, not chunks: a name's chunks share its rank.
-            match s.names {
-                Some(hit) => {
-                    f[N_CONTENT_END] = 1.0;
-                    f[N_CONTENT_END + 1] = 1.0 / (hit.rank as f32 + 1.0);
-                    f[N_CONTENT_END + 2] = log_rank(hit.rank, MAX_NAMES);
-                    f[N_CONTENT_END + 3] = 1.0 / (1.0 + (hit.defining_chunks.max(1) as f32).ln());
-                }
-                None => f[N_CONTENT_END + 2] = 1.0,
-            }
-            match s.members {
-                Some(hit) => {
-                    f[N_NAMES_END] = 1.0;
-                    f[N_NAMES_END + 1] = 1.0 / (hit.rank as f32 + 1.0);
-                    f[N_NAMES_END + 2] = log_rank(hit.rank, MAX_MEMBERS);
-                    f[N_NAMES_END + 3] = 1.0 / (1.0 + (hit.members.max(1) as f32).ln());
-                }
-                None => f[N_NAMES_END + 2] = 1.0,
-            }
+            let names = s
+                .names
+                .map(|h| (h.rank, MAX_NAMES, h.defining_chunks as usize));
+            file_leg_features(&mut f[N_CONTENT_END..N_NAMES_END], names);
+            let members = s.members.map(|h| (h.rank, MAX_MEMBERS, h.members));
+            file_leg_features(&mut f[N_NAMES_END..N_FEATURES], members);
             Candidate {
                 address,
                 scores: CodeSearchScores {
