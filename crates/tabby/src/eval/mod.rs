@@ -363,8 +363,8 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     if let Some(table) = &options.nl_expansion {
         service.nl_expansion = table.clone();
     }
-    // The trainer needs the names leg's features whatever the ranker weighs.
-    service.always_names_leg = options.features_out.is_some();
+    // The trainer needs the names and members legs' features whatever the ranker weighs.
+    service.always_file_legs = options.features_out.is_some();
     let expansion_version = match &service.nl_expansion {
         Some(x) if options.strategy.expands_questions() => x.version().to_string(),
         _ => "none".to_string(),

@@ -102,7 +102,7 @@ pub struct CodeSearchService {
     file_names: file_names::FileNamesCache,
     /// Run the names and members legs of code queries even when the ranker gives them no
     /// weight (`tabby eval --features-out`, which writes their features for training).
-    pub always_names_leg: bool,
+    pub always_file_legs: bool,
 }
 
 /// The legs of one search, before fusion (for `tabby eval`).
@@ -155,7 +155,7 @@ impl CodeSearchService {
             outlines: Default::default(),
             graphs: Default::default(),
             file_names: Default::default(),
-            always_names_leg: false,
+            always_file_legs: false,
         }
     }
 
@@ -242,9 +242,19 @@ impl CodeSearchService {
         self.search_legs_with(query, num_to_score, true, true).await
     }
 
+    /// `search_legs` as `params` asks: their candidates per leg and file legs.
+    async fn search_legs_for(
+        &self,
+        query: &CodeSearchQuery,
+        params: &CodeSearchParams,
+    ) -> Result<SearchLegs, CodeSearchError> {
+        let (n, names, members) = (params.num_to_score, params.names_leg, params.members_leg);
+        self.search_legs_with(query, n, names, members).await
+    }
+
     /// `search_legs`, with the names and members legs only where `names_leg` and
     /// `members_leg` allow them.
-    pub async fn search_legs_with(
+    async fn search_legs_with(
         &self,
         query: &CodeSearchQuery,
         num_to_score: usize,
@@ -387,7 +397,7 @@ impl CodeSearchService {
 
     /// Whether a leg that reads the edited file runs: a code query in a file, the tuned
     /// strategy, and a ranker whose code scorer weighs the leg (`reads`) or
-    /// `always_names_leg`.
+    /// `always_file_legs`.
     fn runs_file_leg(
         &self,
         query: &CodeSearchQuery,
@@ -398,14 +408,14 @@ impl CodeSearchService {
             .ranker
             .as_deref()
             .is_some_and(|r| reads(r, QueryKind::Code));
-        (self.always_names_leg || weighed)
+        (self.always_file_legs || weighed)
             && kind == QueryKind::Code
             && query.filepath.is_some()
             && self.query_strategy == QueryStrategy::Tuned
     }
 
     /// The names leg of a code query in a file (tuned strategy, and a ranker that weighs it or
-    /// `always_names_leg`): the definitions of the names the file, as indexed, uses above the
+    /// `always_file_legs`): the definitions of the names the file, as indexed, uses above the
     /// query's lines. Empty when the file is not indexed or the query's lines are not found in it.
     fn names_leg(
         &self,
@@ -437,7 +447,7 @@ impl CodeSearchService {
     }
 
     /// The members leg of a code query in a file whose lines end with a chain of names (tuned
-    /// strategy, and a ranker that weighs it or `always_names_leg`): the definitions of the
+    /// strategy, and a ranker that weighs it or `always_file_legs`): the definitions of the
     /// members of what the chain leads to. Empty when it leads nowhere in the repository.
     fn members_leg(
         &self,
@@ -909,14 +919,7 @@ impl CodeSearchService {
                 content: content.to_string(),
                 source_id: source_id.clone(),
             };
-            let legs = self
-                .search_legs_with(
-                    &query,
-                    params.num_to_score,
-                    params.names_leg,
-                    params.members_leg,
-                )
-                .await?;
+            let legs = self.search_legs_for(&query, params).await?;
             let fused = self.fuse(&legs);
             all.extend(finish_ranked(
                 &legs.searcher,
@@ -939,14 +942,7 @@ impl CodeSearch for CodeSearchService {
         query: CodeSearchQuery,
         params: CodeSearchParams,
     ) -> Result<Vec<CodeSearchHit>, CodeSearchError> {
-        let legs = self
-            .search_legs_with(
-                &query,
-                params.num_to_score,
-                params.names_leg,
-                params.members_leg,
-            )
-            .await?;
+        let legs = self.search_legs_for(&query, &params).await?;
         let fused = self.fuse(&legs);
         Ok(finish(&legs.searcher, fused, &params, legs.has_embedding))
     }
