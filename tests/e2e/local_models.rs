@@ -633,19 +633,7 @@ async fn a_question_reaches_code_through_its_learned_code_words_on_the_embedded_
         "query": question,
         "params": {"min_embedding_score": -1.0, "min_bm25_score": -1.0, "min_rrf_score": -1.0}
     });
-    let body = poll(
-        "the repository to be indexed",
-        std::time::Duration::from_secs(120),
-        || async {
-            let (status, body) = post_json(&server.url("/v1beta/search"), &request).await;
-            assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
-            body["hits"]
-                .as_array()
-                .is_some_and(|h| !h.is_empty())
-                .then_some(body)
-        },
-    )
-    .await;
+    let body = search_when_indexed(&server, &request, 1).await;
     let hit = body["hits"]
         .as_array()
         .unwrap()
@@ -690,10 +678,13 @@ fn search_in_file(query: &str, filepath: &str) -> serde_json::Value {
     })
 }
 
-/// `request`'s answer once the repository is indexed (more than 40 hits: both legs full).
+/// `request`'s answer once the repository is indexed: at least `enough` hits (41 when both
+/// legs must be full). Until the first index run ends the route answers 503, which is waited
+/// out; any other status fails.
 async fn search_when_indexed(
     server: &TabbyServer,
     request: &serde_json::Value,
+    enough: usize,
 ) -> serde_json::Value {
     poll(
         "the repository to be indexed",
@@ -706,7 +697,7 @@ async fn search_when_indexed(
             assert_eq!(status, 200, "{body}; stderr:\n{}", server.stderr());
             body["hits"]
                 .as_array()
-                .is_some_and(|h| h.len() > 40)
+                .is_some_and(|h| h.len() >= enough)
                 .then_some(body)
         },
     )
@@ -745,7 +736,7 @@ async fn search_after_an_access_finds_the_members_of_its_type_on_the_embedded_de
     }
     let server = search_server(&dir, tmp.path(), "books", &files);
     let request = |tail: &str| search_in_file(&format!("{window}{tail}"), "src/report.py");
-    let body = search_when_indexed(&server, &request("ledger.")).await;
+    let body = search_when_indexed(&server, &request("ledger."), 41).await;
     let hits = body["hits"].as_array().unwrap();
     let members: Vec<&serde_json::Value> = hits
         .iter()
@@ -805,7 +796,7 @@ async fn search_in_a_file_finds_what_the_file_used_above_the_window_on_the_embed
     }
     let server = search_server(&dir, tmp.path(), "shop", &files);
     let request = |filepath: &str| search_in_file(&format!("x\n{window}"), filepath);
-    let body = search_when_indexed(&server, &request("src/checkout.py")).await;
+    let body = search_when_indexed(&server, &request("src/checkout.py"), 41).await;
     let hits = body["hits"].as_array().unwrap();
     let hit = hits
         .iter()
