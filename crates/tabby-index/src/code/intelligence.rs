@@ -11,14 +11,17 @@ use tree_sitter_tags::TagsConfiguration;
 
 /// Default chunk size in characters when the languages table gives none.
 pub const DEFAULT_CHUNK_SIZE: usize = 512;
-/// Bumped when a tags query changes; recorded in the index metadata.
-pub const TAGS_QUERY_VERSION: u32 = 1;
+/// Bumped when a tags query or what is read as a definition changes (2: Rust items in macro
+/// call bodies); recorded in the index metadata.
+pub const TAGS_QUERY_VERSION: u32 = 2;
 
 /// A grammar and its tags configuration.
 pub struct LanguageIntelligence {
     pub grammar: tree_sitter::Language,
     pub tags: TagsConfiguration,
     capture_roles: Vec<CaptureRole>,
+    /// Rust: items in macro call bodies are definitions too (see `macro_items`).
+    items_in_macros: bool,
 }
 
 fn csharp_tags_query() -> String {
@@ -114,6 +117,7 @@ fn build(canonical: &str) -> Option<LanguageIntelligence> {
             grammar,
             capture_roles: roles_of(&tags),
             tags,
+            items_in_macros: canonical == "rust",
         }),
         Err(e) => {
             tracing::error!("tags query for {canonical} is invalid: {e}");
@@ -219,7 +223,7 @@ pub(crate) fn parse(canonical: &str, text: &str) -> Option<Tree> {
 /// The tags query run on `tree`, with tree-sitter-tags' rules: a match needs a `@name` and a
 /// `@definition.*`/`@reference.*` capture, a name with a syntax error is dropped, one tag per
 /// name node (the earliest pattern wins, `@ignore` claims the node), in name order. Only
-/// definitions are kept.
+/// definitions are kept. Rust adds the items in macro call bodies, which the query cannot see.
 fn definitions(intel: &LanguageIntelligence, tree: &Tree, text: &str) -> Vec<Tag> {
     tags(intel, tree, text)
         .into_iter()
@@ -304,6 +308,26 @@ fn tags<'t>(intel: &LanguageIntelligence, tree: &'t Tree, text: &str) -> Vec<Cap
                 }
             }
             Err(i) => found.insert(i, (key, m.pattern_index, tag)),
+        }
+    }
+    if intel.items_in_macros {
+        for item in super::macro_items::macro_items(tree, text.as_bytes()) {
+            let name_range = item.name.byte_range();
+            let key = (name_range.end, name_range.start);
+            if let Err(i) = found.binary_search_by_key(&key, |(k, _, _)| *k) {
+                let tag = Tag {
+                    name: text.get(name_range.clone()).unwrap_or_default().to_string(),
+                    kind: item.kind.to_string(),
+                    line_range: item.rows,
+                    name_range,
+                };
+                let captured = Captured {
+                    tag,
+                    node: item.doc_anchor,
+                    is_definition: true,
+                };
+                found.insert(i, (key, usize::MAX, Some(captured)));
+            }
         }
     }
     found.into_iter().filter_map(|(_, _, tag)| tag).collect()
@@ -442,8 +466,16 @@ fn doc_of(canonical: &str, node: Node, text: &str) -> Option<Doc> {
         .flat_map(|c| text.get(c.byte_range()).unwrap_or_default().lines())
         .map(|line| strip_comment_marker(line.trim()))
         .collect();
+    // A Rust line comment's node takes its line's newline along: it ends at column 0 of the
+    // next line, which is the definition's, not the doc's.
+    let end = last.end_position();
+    let end_row = if end.column == 0 && end.row > last.start_position().row {
+        end.row
+    } else {
+        end.row + 1
+    };
     Some(Doc {
-        lines: first.start_position().row..last.end_position().row + 1,
+        lines: first.start_position().row..end_row,
         text: body.join("\n").trim().to_string(),
         only_statement: false,
     })
@@ -1030,8 +1062,22 @@ mod tests {
     #[test]
     fn definitions_equal_tree_sitter_tags_on_this_repository() {
         for (language, text) in own_sources() {
+            // Items in Rust macro call bodies are ours alone (tree-sitter-tags cannot see them).
+            let in_macros: Vec<Range<usize>> = parse(language, &text)
+                .filter(|_| language == "rust")
+                .map(|tree| {
+                    super::super::macro_items::macro_items(&tree, text.as_bytes())
+                        .iter()
+                        .map(|item| item.name.byte_range())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let ours: Vec<Tag> = find_definitions(language, &text)
+                .into_iter()
+                .filter(|tag| !in_macros.contains(&tag.name_range))
+                .collect();
             assert_eq!(
-                find_definitions(language, &text),
+                ours,
                 tree_sitter_tags_definitions(language, &text),
                 "{language}: {}",
                 &text[..text.len().min(200)]

@@ -6,6 +6,7 @@ pub mod exports;
 pub mod filter;
 pub mod imports;
 pub mod intelligence;
+mod macro_items;
 pub mod outline;
 mod pipeline;
 pub mod relations;
