@@ -13,6 +13,9 @@ pub enum Scope<'a> {
     /// The members of the type of this name defined in the file: its class body, Rust's
     /// inherent `impl` blocks, Go's methods with that receiver.
     Type(&'a str),
+    /// Go: the methods with a receiver of this type name, in a file of the type's package that
+    /// need not define it (Go declares methods in any file of the package).
+    Methods(&'a str),
 }
 
 /// One line of an outline.
@@ -38,7 +41,8 @@ pub const MAX_LINE: usize = 160;
 const MAX_LINES: usize = 400;
 
 /// The outline of `scope` in `text` (a file in `language` whose definitions are `definitions`):
-/// lines in file order; `None` when the type is not defined there.
+/// lines in file order; `None` when the type is not defined there (for `Methods`, when the
+/// file declares none of its methods, or is not Go).
 pub fn outline(
     language: &str,
     text: &str,
@@ -59,6 +63,14 @@ pub fn outline(
         line: Some(line),
     };
     let dunder = |name: &str| name.len() > 4 && name.starts_with("__") && name.ends_with("__");
+    // Go's methods with a receiver of type `name`, in file order.
+    let go_methods = |name: &str| -> Vec<OutlineLine> {
+        (definitions.iter().filter(|t| t.kind == "method"))
+            .map(|tag| (line_of(tag), tag))
+            .filter(|(at, _)| go_receiver_is(lines.get(*at).copied().unwrap_or_default(), name))
+            .map(|(at, tag)| render(at, false, &tag.name))
+            .collect()
+    };
     let mut out = Vec::new();
     match scope {
         Scope::Module => {
@@ -86,14 +98,7 @@ pub fn outline(
                         }
                     }
                 }
-                "go" => {
-                    for tag in definitions.iter().filter(|t| t.kind == "method") {
-                        let at = line_of(tag);
-                        if go_receiver_is(lines.get(at).copied().unwrap_or_default(), name) {
-                            out.push(render(at, false, &tag.name));
-                        }
-                    }
-                }
+                "go" => out.extend(go_methods(name)),
                 _ => {
                     // Its direct members: the definitions whose innermost enclosing range is
                     // its range (another definition of the same range stands for it).
@@ -105,6 +110,15 @@ pub fn outline(
                         }
                     }
                 }
+            }
+        }
+        Scope::Methods(name) => {
+            if language != "go" {
+                return None;
+            }
+            out.extend(go_methods(name));
+            if out.is_empty() {
+                return None;
             }
         }
     }
@@ -319,6 +333,21 @@ mod tests {
         );
         assert!(names_type("impl<T: Clone> Other<T> ", "Other"));
         assert!(names_type("impl fmt::Debug ", "Debug"));
+    }
+
+    #[test]
+    fn go_methods_in_a_file_that_does_not_define_their_type() {
+        let text = "package toml\n\nfunc (md *MetaData) Keys() []Key {\n\treturn nil\n}\n\nfunc (k Key) String() string {\n\treturn \"\"\n}\n";
+        assert_eq!(texts("go", text, Scope::Type("MetaData")), None);
+        assert_eq!(
+            texts("go", text, Scope::Methods("MetaData")).unwrap(),
+            vec!["func (md *MetaData) Keys() []Key {"]
+        );
+        assert_eq!(texts("go", text, Scope::Methods("Decoder")), None);
+        assert_eq!(
+            texts("rust", "impl A { fn f() {} }\n", Scope::Methods("A")),
+            None
+        );
     }
 
     #[test]

@@ -35,6 +35,8 @@ const MAX_NAME: usize = 128;
 const MAX_TYPE_FILES: usize = 4;
 /// Files of one module outlined (a Go package has several).
 const MAX_MODULE_FILES: usize = 4;
+/// Files of a Go package besides the type's own whose methods of the type are outlined.
+const MAX_PACKAGE_FILES: usize = 16;
 
 /// Per searcher generation: the text and definitions of files outlined.
 pub struct OutlineCache {
@@ -754,26 +756,80 @@ impl CodeSearchService {
                         }
                     }
                 }
-                candidates
-                    .iter()
-                    .take(MAX_TYPE_FILES)
-                    .find_map(|path| {
-                        let parsed = self
-                            .outlines
-                            .parsed(self, searcher, source_id, language, path)
-                            .ok()?;
-                        let lines = outline(
-                            language,
-                            &parsed.text,
-                            &parsed.definitions,
-                            Scope::Type(&name),
-                        )?;
-                        Some((path.clone(), lines))
-                    })
-                    .into_iter()
-                    .collect()
+                let defined = candidates.iter().take(MAX_TYPE_FILES).find_map(|path| {
+                    let parsed = self
+                        .outlines
+                        .parsed(self, searcher, source_id, language, path)
+                        .ok()?;
+                    let lines = outline(
+                        language,
+                        &parsed.text,
+                        &parsed.definitions,
+                        Scope::Type(&name),
+                    )?;
+                    Some((path.clone(), lines))
+                });
+                let Some((path, lines)) = defined else {
+                    return vec![];
+                };
+                let methods = match language {
+                    "go" => self.go_methods_elsewhere(lookup, &name, &path),
+                    _ => vec![],
+                };
+                std::iter::once((path, lines)).chain(methods).collect()
             }
         }
+    }
+
+    /// Go: the methods of type `name` declared in the other files of its package (the
+    /// directory of `defining`, test files left out), one outline per file in path order: of
+    /// the files whose chunks name the type best, at most [`MAX_PACKAGE_FILES`].
+    fn go_methods_elsewhere(
+        &self,
+        lookup: &Lookup,
+        name: &str,
+        defining: &str,
+    ) -> Vec<(String, Vec<OutlineLine>)> {
+        let (searcher, source_id) = (lookup.searcher, &lookup.query.source_id);
+        let package = defining.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let Ok(chunks) = self.symbol_chunks(
+            source_id,
+            name,
+            SymbolUse::Occurrence,
+            4 * MAX_PACKAGE_FILES,
+        ) else {
+            return vec![];
+        };
+        let mut files: Vec<String> = Vec::new();
+        for doc in chunks {
+            let path = doc.filepath;
+            let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            if dir == package
+                && path != defining
+                && path.ends_with(".go")
+                && !path.ends_with("_test.go")
+                && !files.contains(&path)
+            {
+                files.push(path);
+            }
+        }
+        files.truncate(MAX_PACKAGE_FILES);
+        files.sort();
+        files
+            .into_iter()
+            .filter_map(|path| {
+                let parsed = (self.outlines)
+                    .parsed(self, searcher, source_id, lookup.language, &path)
+                    .ok()?;
+                let lines = outline(
+                    lookup.language,
+                    &parsed.text,
+                    &parsed.definitions,
+                    Scope::Methods(name),
+                )?;
+                Some((path, lines))
+            })
+            .collect()
     }
 }
 

@@ -922,6 +922,27 @@ async fn receiver_outlines_follow_imports_and_types() {
             "cmd/shop/main.go",
             "package main\n\nimport (\n\tp \"example.com/shop/internal/pricing\"\n)\n\nfunc main() {\n}\n",
         ),
+        // Go declares a type's methods in any file of its package.
+        (
+            "internal/cart/cart.go",
+            "package cart\n\ntype Cart struct {\n\tlines []float64\n}\n\nfunc (c *Cart) Add(price float64) {\n\tc.lines = append(c.lines, price)\n}\n",
+        ),
+        (
+            "internal/cart/cart_total.go",
+            "package cart\n\nfunc (c *Cart) Total() float64 {\n\treturn 0\n}\n\nfunc (c Cart) Empty() bool {\n\treturn len(c.lines) == 0\n}\n",
+        ),
+        (
+            "internal/cart/cart_test.go",
+            "package cart\n\nfunc (c *Cart) mustTotal() float64 {\n\treturn c.Total()\n}\n",
+        ),
+        (
+            "internal/cart/checkout.go",
+            "package cart\n\nfunc Checkout(c *Cart) float64 {\n\treturn 0\n}\n",
+        ),
+        (
+            "internal/orders/cart.go",
+            "package orders\n\nfunc (c *Cart) Ship() {\n}\n",
+        ),
         (
             "web/store.ts",
             "export class Store {\n    dispatch(action: string) {\n        return action\n    }\n}\n\nexport function createStore() {\n    return new Store()\n}\n",
@@ -1003,6 +1024,25 @@ async fn receiver_outlines_follow_imports_and_types() {
             "internal/pricing/pricing.go",
             "func ApplyDiscount(price float64) float64 {\n"
         )
+    );
+    // After `c.` with `c *Cart`: the type's file, then its package's other files with methods
+    // of it; not its tests, nor another package's `Cart`.
+    assert_eq!(
+        outline(
+            "go",
+            "internal/cart/checkout.go",
+            "func Checkout(c *Cart) float64 {\n\treturn c."
+        ),
+        vec![
+            (
+                "internal/cart/cart.go".to_string(),
+                "type Cart struct {\nfunc (c *Cart) Add(price float64) {\n".to_string()
+            ),
+            (
+                "internal/cart/cart_total.go".to_string(),
+                "func (c *Cart) Total() float64 {\nfunc (c Cart) Empty() bool {\n".to_string()
+            ),
+        ]
     );
     assert_eq!(
         outline("typescript", "web/app.ts", "    const s = store."),
