@@ -47,6 +47,10 @@ pub struct OutlineCache {
     /// (source id, path and variable): a regex over a whole file, a few milliseconds in a
     /// large one, for each request after `variable.`.
     annotations: PerGeneration<Option<String>>,
+    /// The other files of a Go package whose chunks name a type, by (source id, defining file
+    /// and type name): an index search and up to 64 stored chunks read, for each request
+    /// after `variable.` on a Go type.
+    package_files: PerGeneration<Vec<String>>,
 }
 
 /// Names whose use counts are kept per searcher generation, at most.
@@ -58,6 +62,7 @@ impl Default for OutlineCache {
             files: PerGeneration::new(MAX_CACHED_FILES, MAX_CACHED_BYTES),
             uses: PerGeneration::new(MAX_CACHED_USES, MAX_CACHED_USES * 64),
             annotations: PerGeneration::new(MAX_CACHED_USES, MAX_CACHED_USES * 256),
+            package_files: PerGeneration::new(MAX_CACHED_USES, MAX_CACHED_USES * 256),
         }
     }
 }
@@ -792,34 +797,45 @@ impl CodeSearchService {
     ) -> Vec<(String, Vec<OutlineLine>)> {
         let (searcher, source_id) = (lookup.searcher, &lookup.query.source_id);
         let package = defining.rsplit_once('/').map_or("", |(dir, _)| dir);
-        let Ok(chunks) = self.symbol_chunks(
+        let key = format!("{defining}\0{name}");
+        let files = self.outlines.package_files.get_or_make(
+            searcher.generation().generation_id(),
             source_id,
-            name,
-            SymbolUse::Occurrence,
-            4 * MAX_PACKAGE_FILES,
-        ) else {
+            &key,
+            || {
+                let chunks = self.symbol_chunks(
+                    source_id,
+                    name,
+                    SymbolUse::Occurrence,
+                    4 * MAX_PACKAGE_FILES,
+                )?;
+                let mut files: Vec<String> = Vec::new();
+                for doc in chunks {
+                    let path = doc.filepath;
+                    let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+                    if dir == package
+                        && path != defining
+                        && path.ends_with(".go")
+                        && !path.ends_with("_test.go")
+                        && !files.contains(&path)
+                    {
+                        files.push(path);
+                    }
+                }
+                files.truncate(MAX_PACKAGE_FILES);
+                files.sort();
+                Ok::<_, CodeSearchError>(files)
+            },
+            |files| key.len() + files.iter().map(|f| f.len() + 24).sum::<usize>(),
+        );
+        let Ok(files) = files else {
             return vec![];
         };
-        let mut files: Vec<String> = Vec::new();
-        for doc in chunks {
-            let path = doc.filepath;
-            let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
-            if dir == package
-                && path != defining
-                && path.ends_with(".go")
-                && !path.ends_with("_test.go")
-                && !files.contains(&path)
-            {
-                files.push(path);
-            }
-        }
-        files.truncate(MAX_PACKAGE_FILES);
-        files.sort();
         files
-            .into_iter()
+            .iter()
             .filter_map(|path| {
                 let parsed = (self.outlines)
-                    .parsed(self, searcher, source_id, lookup.language, &path)
+                    .parsed(self, searcher, source_id, lookup.language, path)
                     .ok()?;
                 let lines = outline(
                     lookup.language,
@@ -827,7 +843,7 @@ impl CodeSearchService {
                     &parsed.definitions,
                     Scope::Methods(name),
                 )?;
-                Some((path, lines))
+                Some((path.clone(), lines))
             })
             .collect()
     }
