@@ -26,8 +26,9 @@ use super::{CodeSearchService, tie::TieKeys};
 
 /// Members the leg keeps (the first ones), at most.
 pub const MAX_MEMBERS: usize = 32;
-/// Chunks of one file whose stored names are read, at most.
-const MAX_FILE_CHUNKS: usize = 512;
+/// Chunks whose stored names one request reads, at most, over all the members' files (a Go
+/// type's members come from up to 17 files).
+const MAX_CHUNKS_READ: usize = 512;
 
 /// A members leg's hit: the chunk, its member's rank in the leg's order, and how many members
 /// the chain's target has (a class with three methods says more than one with eighty).
@@ -64,7 +65,11 @@ pub fn members_leg(
     // key, address), in that order.
     let mut keys = TieKeys::new(searcher);
     let mut defining: HashMap<(&str, &str), Vec<(usize, u64, DocAddress)>> = HashMap::new();
+    let mut budget = MAX_CHUNKS_READ;
     for (path, names) in &by_file {
+        if budget == 0 {
+            break;
+        }
         let words: Vec<Box<dyn Query>> = names
             .iter()
             .filter_map(|name| search_words(name).into_iter().next())
@@ -90,7 +95,9 @@ pub fn members_leg(
             .map(|a| (keys.key(a), a))
             .collect();
         found.sort_unstable();
-        for (key, address) in found.into_iter().take(MAX_FILE_CHUNKS) {
+        let read = found.len().min(budget);
+        budget -= read;
+        for (key, address) in found.into_iter().take(read) {
             let Some(doc) = CodeSearchService::document(searcher, address) else {
                 continue;
             };

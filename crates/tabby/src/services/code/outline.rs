@@ -6,7 +6,10 @@
 //! `Tokenizer`); every lookup stays within the request's source. When an outline does not fit
 //! its budget, the members that the source uses most (not counting their definitions) stay.
 
-use std::sync::{Arc, OnceLock};
+use std::{
+    collections::HashSet,
+    sync::{Arc, OnceLock},
+};
 
 use tabby_common::api::code::{CodeOutline, CodeSearchError, CodeSearchQuery, ReceiverNames};
 use tabby_index::code::{
@@ -428,12 +431,11 @@ impl CodeSearchService {
             let uses = member_uses(lookup, &self.outlines.uses, &outlined, 0);
             let access = Access::of(lookup.language, &query.content);
             let mut members: Vec<(bool, Member)> = Vec::new();
+            // (A Go type's outline may span 17 files of 400 lines.)
+            let mut seen: HashSet<(&str, &str)> = HashSet::new();
             for ((path, lines), uses) in outlined.iter().zip(&uses) {
                 for (line, &used) in lines.iter().zip(uses) {
-                    if line.header
-                        || line.name.is_empty()
-                        || (members.iter()).any(|(_, m)| m.path == *path && m.name == line.name)
-                    {
+                    if line.header || line.name.is_empty() || !seen.insert((path, &line.name)) {
                         continue;
                     }
                     let member = Member {
@@ -872,7 +874,7 @@ fn member_uses(
     if total <= max_bytes {
         return uses;
     }
-    let mut seen: std::collections::HashSet<&str> = Default::default();
+    let mut seen: HashSet<&str> = Default::default();
     for (i, (_, lines)) in outlined.iter().enumerate() {
         for (j, line) in lines.iter().enumerate() {
             uses[i][j] = if line.header {
