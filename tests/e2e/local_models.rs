@@ -252,6 +252,19 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
                 "src/conn.rs",
                 &format!("{RUST_CONN}new_closed());\n    }}\n    Ok(())\n}}\n"),
             ),
+            // A Go type whose methods sit in two files of its package.
+            (
+                "go/cart/cart.go",
+                "package cart\n\ntype Cart struct {\n\tprices []float64\n}\n\nfunc (c *Cart) Add(price float64) {\n\tc.prices = append(c.prices, price)\n}\n",
+            ),
+            (
+                "go/cart/cart_total.go",
+                "package cart\n\nfunc (c *Cart) GrandTotal() float64 {\n\ttotal := 0.0\n\tfor _, p := range c.prices {\n\t\ttotal += p\n\t}\n\treturn total\n}\n",
+            ),
+            (
+                "go/cart/checkout.go",
+                &format!("{GO_CHECKOUT}GrandTotal()\n}}\n"),
+            ),
         ],
     );
     let server = TabbyServer::start_with_env(
@@ -343,7 +356,29 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
     );
     let text = answer["choices"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("last_child"), "{text:?}\n{prompt}");
+
+    // After `c.` with `c *Cart` in Go: the type's file, then the package's other file that
+    // declares methods of it.
+    let answer = complete_in(
+        &server,
+        &shop,
+        "go",
+        "go/cart/checkout.go",
+        GO_CHECKOUT,
+        "\n}\n",
+    )
+    .await;
+    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
+    assert!(
+        prompt.contains("<|file_sep|>go/cart/cart.go\ntype Cart struct {\nfunc (c *Cart) Add(price float64) {\n<|file_sep|>go/cart/cart_total.go\nfunc (c *Cart) GrandTotal() float64 {\n"),
+        "{prompt}"
+    );
+    let text = answer["choices"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("GrandTotal"), "{text:?}\n{prompt}");
 }
+
+/// A Go function up to the cursor after `c.`, where `c` is a `*Cart`.
+const GO_CHECKOUT: &str = "package cart\n\nfunc Checkout(c *Cart) float64 {\n\treturn c.";
 
 /// A greedy completion in `filepath` of the repository `repo`, with its prompt and snippets.
 async fn complete_in(
@@ -704,6 +739,43 @@ async fn search_when_indexed(
     .await
 }
 
+/// `/v1beta/search` on the embedded defaults finds a Rust function written inside a macro
+/// call's body (`ffi_fn! { … }`, which tree-sitter leaves unparsed) as the definition it is:
+/// first for a question about it, above twenty functions whose bodies use the same words.
+#[tokio::test]
+async fn a_function_inside_a_rust_macro_call_is_found_as_a_definition_on_the_embedded_defaults() {
+    let dir = embedded_models_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let ffi = "use std::ptr;\n\nffi_fn! {\n    pub fn hyper_body_new() -> *mut hyper_body {\n        \
+               Box::into_raw(Box::new(hyper_body(IncomingBody::empty())))\n    } ?= ptr::null_mut()\n}\n";
+    let mut files: Vec<(String, String)> = vec![("src/ffi/body.rs".into(), ffi.into())];
+    for i in 0..20 {
+        files.push((
+            format!("src/drain_{i}.rs"),
+            format!(
+                "pub fn drain_{i}(body: &mut Body) -> usize {{\n    body.clear();\n    \
+                 Body::new_empty({i})\n}}\n"
+            ),
+        ));
+    }
+    let server = search_server(&dir, tmp.path(), "hyper", &files);
+    let request = json!({
+        "query": "Create a new empty body",
+        "params": {"min_embedding_score": -1.0, "min_bm25_score": -1.0, "min_rrf_score": -1.0}
+    });
+    let body = search_when_indexed(&server, &request, 1).await;
+    assert_eq!(body["hits"][0]["filepath"], "src/ffi/body.rs", "{body}");
+}
+
+/// `request`'s answer holds both legs' candidates (more than 40 hits) and none from `path`.
+async fn full_answer_without(server: &TabbyServer, request: &serde_json::Value, path: &str) {
+    let (status, body) = post_json(&server.url("/v1beta/search"), request).await;
+    assert_eq!(status, 200, "{body}");
+    let hits = body["hits"].as_array().unwrap();
+    assert!(hits.len() > 40, "{body}");
+    assert!(hits.iter().all(|h| h["filepath"] != path), "{body}");
+}
+
 /// `/v1beta/search` with a file on the embedded defaults: after `ledger.`, where the lines say
 /// `ledger = Ledger(items)`, a code query finds the methods of `Ledger` in another file (the
 /// members leg), where neither the words near the cursor nor the embedding reach them: sixty
@@ -749,14 +821,7 @@ async fn search_after_an_access_finds_the_members_of_its_type_on_the_embedded_de
     }
     assert!(hits.iter().all(|h| h["filepath"] != "src/report.py"));
 
-    let (status, body) = post_json(&server.url("/v1beta/search"), &request("return ")).await;
-    assert_eq!(status, 200, "{body}");
-    let hits = body["hits"].as_array().unwrap();
-    assert!(hits.len() > 40, "{body}");
-    assert!(
-        hits.iter().all(|h| h["filepath"] != "src/ledger.py"),
-        "{body}"
-    );
+    full_answer_without(&server, &request("return "), "src/ledger.py").await;
 }
 
 /// `/v1beta/search` with a file on the embedded defaults: a code query finds the definition of
@@ -806,12 +871,5 @@ async fn search_in_a_file_finds_what_the_file_used_above_the_window_on_the_embed
     assert_eq!(hit["scores"]["embedding"].as_f64(), Some(0.0), "{hit}");
     assert!(hits.iter().all(|h| h["filepath"] != "src/checkout.py"));
 
-    let (status, body) = post_json(&server.url("/v1beta/search"), &request("src/new.py")).await;
-    assert_eq!(status, 200, "{body}");
-    let hits = body["hits"].as_array().unwrap();
-    assert!(hits.len() > 40, "{body}");
-    assert!(
-        hits.iter().all(|h| h["filepath"] != "src/pricing.py"),
-        "{body}"
-    );
+    full_answer_without(&server, &request("src/new.py"), "src/pricing.py").await;
 }
