@@ -4,7 +4,7 @@ retrieval set from each, in shared/eval's format: the training data of the learn
 (scripts/eval/train_ranker.py) and the sets its defaults are reported on.
 
 Usage: scripts/eval/training_sets.py OUT [--only NAME,...] [--split train|dev] [--max N] [--cache DIR]
-                                          [--cargo-lock Cargo.lock]
+                                          [--cargo-lock Cargo.lock] [--extra TSV]
   OUT/<name>/queries.jsonl + OUT/<name>/corpus-full/ (+ corpus-nodocs/ for nl queries)
 
 Clients: `pip download --no-binary :all:` (PyPI sdists), `npm pack` (npm), `cargo fetch` on a
@@ -15,6 +15,10 @@ completion queries) and scripts/eval/completion_set.py (Rust, Go, JavaScript, Ty
 --cargo-lock adds, as `train` sets, every crates.io package a Cargo.lock pins (`cargo fetch`
 puts them in cargo's registry cache), except the reserved ones, the families of reserved and dev
 crates (`tokio-util`, `serde_json`, `hyper-util`, …) and crates with under 5 Rust files.
+
+--extra adds the packages of a list (scripts/eval/training_packages.tsv: set name, registry,
+package, version, language) as `train` sets; one whose source tree holds a directory named
+after a reserved or dev package (a vendored copy) is skipped.
 
 Each package is in one split: `train` sets are what the ranker is fitted on; `dev` sets are
 never trained on and are where its defaults are checked. The packages reserved for evaluation
@@ -101,6 +105,51 @@ PACKAGES = [
     ('debian', 'golang-github-fatih-color-dev', '', 'go', 'train'),
     ('debian', 'golang-github-prometheus-client-golang-dev', '', 'go', 'train'),
 ]
+
+
+# Directory names that mark a vendored copy of a reserved or dev package (--extra).
+VENDORED_NAMES = {'click', 'requests', 'jinja2', 'flask', 'httpx', 'urllib3', 'werkzeug', 'rich',
+                  'attr', 'attrs', 'pydantic', 'markdown', 'packaging', 'tomlkit', 'pyflakes',
+                  'pflag', 'cobra', 'gin', 'mux'}
+
+
+def read_extra(path):
+    """(set name, registry, package, version, language) rows of an --extra list."""
+    rows = []
+    for line in open(path, encoding='utf-8'):
+        if line.startswith('#') or not line.strip():
+            continue
+        name, registry, package, version, language = line.rstrip('\n').split('\t')
+        rows.append((name, registry, package, version, language))
+    return rows
+
+
+def _words(name):
+    return [w for w in re.split(r'[-_./]', name.lower()) if w]
+
+
+def refuse_family(registry, package):
+    """Exits when an --extra package's name holds a reserved or dev package's name as a run of
+    its words (`click-plugins`, `pydantic-settings`, `markdown-it-py`, a Go module of `spf13/pflag`):
+    the families of held-out packages stay out of the training data too."""
+    held = set(RESERVED[registry]) | {p for r, p, _, _, s in PACKAGES if r == registry and s == 'dev'}
+    if registry == 'debian':
+        held = {set_name(p) for p in held} | set(RESERVED_WORDS)
+    words = _words(set_name(package) if registry == 'debian' else package)
+    for name in sorted(held):
+        w = _words(name)
+        if any(words[i:i + len(w)] == w for i in range(len(words) - len(w) + 1)):
+            sys.exit(f'{registry} package {package} belongs to the family of {name}, which is '
+                     'held out: not a training package')
+
+
+def vendored_copy(src):
+    """The first directory of `src` named after a reserved or dev package, or None."""
+    for base, dirs, _ in sorted(os.walk(src)):
+        for d in sorted(dirs):
+            if d.lower() in VENDORED_NAMES or d == 'vendor':
+                return os.path.join(base, d)
+    return None
 
 
 def set_name(package):
@@ -201,6 +250,8 @@ def main():
                     help='queries of each kind per set (default: the generators\' sizes, about '
                          'shared/eval\'s; large values mine every pair, for training)')
     ap.add_argument('--cargo-lock', help='also every crate this Cargo.lock pins (train split)')
+    ap.add_argument('--extra', help='also the packages of this list (train split), e.g. '
+                    'scripts/eval/training_packages.tsv')
     ap.add_argument('--cache', default=os.path.expanduser('~/.cache/tabby-training-sets'))
     args = ap.parse_args()
     os.makedirs(args.cache, exist_ok=True)
@@ -212,13 +263,24 @@ def main():
         listed = {p for r, p, _, _, _ in PACKAGES if r == 'crates'}
         packages += [('crates', n, v, 'rust', 'train') for n, v in crates_of_lock(args.cargo_lock, dev)
                      if n not in listed]
+    names = {}
+    if args.extra:
+        for name, registry, package, version, language in read_extra(args.extra):
+            refuse_reserved(registry, package)
+            refuse_family(registry, package)
+            packages.append((registry, package, version, language, 'train'))
+            names[(registry, package)] = name
     for registry, package, version, language, split in packages:
         refuse_reserved(registry, package)
-        name = set_name(package)
+        name = names.get((registry, package)) or set_name(package)
         if (only and name not in only) or (args.split and split != args.split):
             continue
         src = fetch(registry, package, version, args.cache)
         out = os.path.join(args.out, name)
+        if (registry, package) in names and vendored_copy(src):
+            print(f'{name}: skipped, {vendored_copy(src)} may be a reserved or dev package',
+                  file=sys.stderr)
+            continue
         if language == 'rust' and len(glob.glob(os.path.join(src, '**', '*.rs'), recursive=True)) < 5:
             continue
         if language == 'python':

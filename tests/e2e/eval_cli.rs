@@ -881,3 +881,50 @@ fn the_expansion_trainer_reads_words_as_the_index_does() {
         assert_eq!(python, rust.join(" "), "{line}");
     }
 }
+
+/// The extra training packages (`scripts/eval/training_packages.tsv`, read by
+/// `training_sets.py --extra`) hold no package reserved for evaluation, no dev package and no
+/// member of their families, and the script refuses such a row and skips a source tree that
+/// carries a vendored copy of one.
+#[test]
+fn the_training_package_list_keeps_held_out_packages_out() {
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/eval");
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tree.path().join("src/pkg/_vendored/requests")).unwrap();
+    std::fs::create_dir_all(tree.path().join("clean/pkg/sub")).unwrap();
+    let program = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+import training_sets as T
+rows = T.read_extra(sys.argv[1] + '/training_packages.tsv')
+assert len(rows) >= 300, len(rows)
+assert {r[4] for r in rows} == {'python', 'go'}, {r[4] for r in rows}
+for name, registry, package, version, language in rows:
+    T.refuse_reserved(registry, package)
+    T.refuse_family(registry, package)
+    assert registry in ('pypi', 'debian'), registry
+    assert registry == 'debian' or version, name
+for registry, package in [('pypi', 'click'), ('pypi', 'click-plugins'), ('pypi', 'Pydantic_Settings'),
+                          ('pypi', 'markdown-it-py'), ('debian', 'golang-github-spf13-pflag-dev'),
+                          ('debian', 'golang-github-gin-contrib-sse-dev')]:
+    try:
+        T.refuse_reserved(registry, package)
+        T.refuse_family(registry, package)
+    except SystemExit as e:
+        assert 'held out' in str(e) or 'reserved' in str(e), e
+    else:
+        raise AssertionError(package + ' was not refused')
+assert T.vendored_copy(sys.argv[2] + '/src').endswith('_vendored/requests'), T.vendored_copy(sys.argv[2] + '/src')
+assert T.vendored_copy(sys.argv[2] + '/clean') is None
+print('ok', len(rows))
+"#;
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(program)
+        .arg(&scripts)
+        .arg(tree.path())
+        .output()
+        .expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ok "));
+}
