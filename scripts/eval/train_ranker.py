@@ -5,6 +5,7 @@ features that `tabby eval --features-out` wrote for generated sets, and writes t
 Usage:
   scripts/eval/train_ranker.py SETS_DIR OUT.json [--refine] [--cap N] [--collect TABBY]
                                 [--objective r10+mrr|mrr] [--code-weights-from RANKER.json]
+                                [--nl-weights-from RANKER.json [--fit-nl-features NAMES]]
   scripts/eval/train_ranker.py SETS_DIR --evaluate RANKER.json [--cap N]   (no training)
     SETS_DIR/splits.tsv names each set's split (scripts/eval/training_sets.py writes it);
     SETS_DIR/<set>/features.jsonl holds its candidates. Only `train` sets are fitted on; the
@@ -262,6 +263,27 @@ def metrics(queries, key):
     return r10 / n, mrr / n
 
 
+def fit_some(data, splits, names, kind, start, fit_names, refine_too):
+    """Fits only the `kind` weights of the comma-separated features `fit_names` from `start`
+    (the others kept): softmax over every candidate of the training queries, then (with
+    `refine_too`) coordinate ascent on them. Returns the weights and the training queries'
+    count."""
+    fit = fit_names.split(',')
+    unknown = [n for n in fit if n not in names]
+    if unknown:
+        sys.exit(f'--fit-{kind}-features: no such feature {unknown}')
+    frozen = {i for i, n in enumerate(names) if n not in fit}
+    train = [q for n, qs in data.items() if splits[n]['split'] == 'train'
+             for q in qs if q['ranker_kind'] == kind]
+    print(f'{kind}: fitting {fit} on {len(train)} training queries', file=sys.stderr)
+    w = fit_softmax_partial(train, start, [i for i in range(len(names)) if i not in frozen])
+    if refine_too:
+        per_set = [[q for q in qs if q['ranker_kind'] == kind]
+                   for n, qs in data.items() if splits[n]['split'] == 'train']
+        w = refine(w, [qs for qs in per_set if len(qs) >= 10], frozen)
+    return [round(x, 5) for x in w], len(train)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('sets_dir')
@@ -284,6 +306,8 @@ def main():
                     help='with --code-weights-from: fit only these code weights (comma-separated '
                          'feature names), the others kept; softmax over every candidate, then '
                          '(--refine) coordinate ascent on them')
+    ap.add_argument('--fit-nl-features', metavar='NAMES',
+                    help='with --nl-weights-from: fit only these nl weights, the same way')
     ap.add_argument('--names-cap', type=int, default=-1,
                     help='candidates only the names leg found that a top 10 holds at most, as '
                          'the service keeps them; written into the ranker file as `names_cap` '
@@ -346,29 +370,19 @@ def main():
         weights['code'] = [round(by_name.get(n, 0.0), 5) for n in names]
         kept = dict(file=os.path.basename(args.code_weights_from), version=given['version'])
         if args.fit_code_features:
-            fit = args.fit_code_features.split(',')
-            unknown = [n for n in fit if n not in names]
-            if unknown:
-                sys.exit(f'--fit-code-features: no such feature {unknown}')
-            frozen = {i for i, n in enumerate(names) if n not in fit}
-            train = [q for n, qs in data.items() if splits[n]['split'] == 'train'
-                     for q in qs if q['ranker_kind'] == 'code']
-            print(f'code: fitting {fit} on {len(train)} training queries', file=sys.stderr)
-            w = fit_softmax_partial(train, weights['code'],
-                                    [i for i in range(dim) if i not in frozen])
-            if args.refine:
-                per_set = [[q for q in qs if q['ranker_kind'] == 'code']
-                           for n, qs in data.items() if splits[n]['split'] == 'train']
-                w = refine(w, [qs for qs in per_set if len(qs) >= 10], frozen)
-            weights['code'] = [round(x, 5) for x in w]
-            kept['fitted'] = fit
-            trained_on['code'] = len(train)
+            weights['code'], trained_on['code'] = fit_some(
+                data, splits, names, 'code', weights['code'], args.fit_code_features, args.refine)
+            kept['fitted'] = args.fit_code_features.split(',')
     if args.nl_weights_from and not args.evaluate:
         given = json.load(open(args.nl_weights_from))
         by_name = dict(zip(given['features'], given['weights']['nl']))
         weights['nl'] = [round(by_name.get(n, 0.0), 5) for n in names]
         kept = dict(kept or {}, nl_from=dict(file=os.path.basename(args.nl_weights_from),
                                              version=given['version']))
+        if args.fit_nl_features:
+            weights['nl'], trained_on['nl'] = fit_some(
+                data, splits, names, 'nl', weights['nl'], args.fit_nl_features, args.refine)
+            kept['nl_from']['fitted'] = args.fit_nl_features.split(',')
     for kind in ('code', 'nl') if not args.evaluate else ():
         if kind in weights:
             continue
