@@ -325,18 +325,14 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
         "\n    }\n    Ok(())\n}\n",
     )
     .await;
-    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
     // Methods first, file order, would leave out the constructor (the last line that fits is
     // `is_body_write_aborted`).
     let outline = "pub struct Error {\nimpl Error {\n    pub fn is_closed(&self) -> bool {\n    pub fn is_canceled(&self) -> bool {\n    pub fn is_timeout(&self) -> bool {\n    pub fn is_incomplete_message(&self) -> bool {\n    pub(crate) fn new_closed() -> Error {\n";
-    assert!(
-        prompt.contains(&format!(
-            "<|file_sep|>src/error.rs\n{outline}<|file_sep|>src/conn.rs\n"
-        )),
-        "{prompt}"
+    assert_outlined_and_completed(
+        &answer,
+        &format!("<|file_sep|>src/error.rs\n{outline}<|file_sep|>src/conn.rs\n"),
+        "new_closed",
     );
-    let text = answer["choices"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("new_closed"), "{text:?}\n{prompt}");
 
     // After a bare `self.`, far below the class header: the outline is the class's base, from
     // another file, then the class itself.
@@ -349,13 +345,11 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
         "\n        return sibling\n",
     )
     .await;
-    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
-    assert!(
-        prompt.contains("<|file_sep|>src/processors.py\nclass BlockProcessor:\n    def detab(self, text):\n    def last_child(self, parent):\n<|file_sep|>src/admonition.py\nclass AdmonitionProcessor(BlockProcessor):\n    def run(self, parent, blocks):\n"),
-        "{prompt}"
+    assert_outlined_and_completed(
+        &answer,
+        "<|file_sep|>src/processors.py\nclass BlockProcessor:\n    def detab(self, text):\n    def last_child(self, parent):\n<|file_sep|>src/admonition.py\nclass AdmonitionProcessor(BlockProcessor):\n    def run(self, parent, blocks):\n",
+        "last_child",
     );
-    let text = answer["choices"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("last_child"), "{text:?}\n{prompt}");
 
     // After `c.` with `c *Cart` in Go: the type's file, then the package's other file that
     // declares methods of it.
@@ -368,13 +362,20 @@ async fn imports_and_outlines_reach_the_embedded_completion_model() {
         "\n}\n",
     )
     .await;
-    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
-    assert!(
-        prompt.contains("<|file_sep|>go/cart/cart.go\ntype Cart struct {\nfunc (c *Cart) Add(price float64) {\n<|file_sep|>go/cart/cart_total.go\nfunc (c *Cart) GrandTotal() float64 {\n"),
-        "{prompt}"
+    assert_outlined_and_completed(
+        &answer,
+        "<|file_sep|>go/cart/cart.go\ntype Cart struct {\nfunc (c *Cart) Add(price float64) {\n<|file_sep|>go/cart/cart_total.go\nfunc (c *Cart) GrandTotal() float64 {\n",
+        "GrandTotal",
     );
+}
+
+/// The completion's prompt holds `outline` (the files and signatures before the edited file)
+/// and the model's completion starts with `name`.
+fn assert_outlined_and_completed(answer: &serde_json::Value, outline: &str, name: &str) {
+    let prompt = answer["debug_data"]["prompt"].as_str().unwrap();
+    assert!(prompt.contains(outline), "{prompt}");
     let text = answer["choices"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("GrandTotal"), "{text:?}\n{prompt}");
+    assert!(text.starts_with(name), "{text:?}\n{prompt}");
 }
 
 /// A Go function up to the cursor after `c.`, where `c` is a `*Cart`.
