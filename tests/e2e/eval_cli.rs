@@ -932,3 +932,93 @@ print('ok', len(rows))
     );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("ok "));
 }
+
+/// `scripts/eval/evallike_sets.py cut` turns a set whose corpus-nodocs blanks every queried doc
+/// into groups that each blank only their own queries' docs: every other doc is back, and no
+/// line moves.
+#[test]
+fn evallike_groups_blank_only_their_own_docs() {
+    let root = tempfile::tempdir().unwrap();
+    let src = root.path().join("src-tree");
+    write_multilanguage_tree(&src);
+    let set = root.path().join("tiny");
+    let (status, stdout, stderr) = run_tabby(
+        root.path(),
+        &[
+            "eval",
+            "generate",
+            "--src",
+            src.to_str().unwrap(),
+            "--out",
+            set.to_str().unwrap(),
+            "--name",
+            "tiny",
+        ],
+    );
+    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let nl: Vec<Value> = read_results(&set.join("queries.jsonl"))
+        .into_iter()
+        .filter(|q| q["kind"] == "nl")
+        .collect();
+    assert!(nl.len() >= 5, "{nl:?}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/eval/evallike_sets.py");
+    let groups_dir = root.path().join("groups");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["cut", set.to_str().unwrap(), groups_dir.to_str().unwrap()])
+        .args(["--group", "4"])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let groups: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    let files: Vec<String> = nl
+        .iter()
+        .flat_map(|q| q["relevant"].as_array().unwrap().iter())
+        .map(|r| r["filepath"].as_str().unwrap().to_string())
+        .collect();
+    let mut seen = Vec::new();
+    for group in &groups {
+        let group = Path::new(group);
+        let own: Vec<String> = read_results(&group.join("queries.jsonl"))
+            .iter()
+            .map(|q| q["id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(!own.is_empty() && own.len() < nl.len(), "{own:?}");
+        let nodocs: String = files
+            .iter()
+            .map(|f| {
+                let blanked = std::fs::read_to_string(group.join("corpus-nodocs").join(f)).unwrap();
+                let full = std::fs::read_to_string(set.join("corpus-full").join(f)).unwrap();
+                assert_eq!(blanked.lines().count(), full.lines().count(), "{f}");
+                blanked
+            })
+            .collect();
+        for q in &nl {
+            let id = q["id"].as_str().unwrap();
+            let sentence = q["query"].as_str().unwrap();
+            let mine = own.iter().any(|o| o == id);
+            assert_eq!(
+                !nodocs.contains(sentence),
+                mine,
+                "{id} ({sentence}) in {}",
+                group.display()
+            );
+        }
+        seen.extend(own);
+    }
+    seen.sort();
+    let mut all: Vec<String> = nl
+        .iter()
+        .map(|q| q["id"].as_str().unwrap().to_string())
+        .collect();
+    all.sort();
+    assert_eq!(seen, all);
+}
