@@ -2,7 +2,10 @@
 //! index, every query runs through each leg, results are written in the eval set's format, and
 //! the per-kind table and the ceilings are printed; bad input stops it with a message.
 
-use std::path::Path;
+use std::{
+    path::{Path, PathBuf},
+    process::ExitStatus,
+};
 
 use serde_json::{Value, json};
 
@@ -531,29 +534,38 @@ fn write_multilanguage_tree(dir: &Path) {
     }
 }
 
-#[test]
-fn eval_generate_builds_a_set_in_every_language_with_tags() {
+/// `tabby eval generate` of `src` into `out` as the set `tiny`.
+fn generate_tiny_set(root: &Path, src: &Path, out: &Path) -> (ExitStatus, String, String) {
+    run_tabby(
+        root,
+        &[
+            "eval",
+            "generate",
+            "--src",
+            src.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--name",
+            "tiny",
+        ],
+    )
+}
+
+/// A temporary root with `write_multilanguage_tree` in `src-tree/` and its set in `set/`.
+fn tiny_set() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let root = tempfile::tempdir().unwrap();
     let src = root.path().join("src-tree");
     write_multilanguage_tree(&src);
-    let out = root.path().join("set");
-    let generate = |out: &Path| {
-        run_tabby(
-            root.path(),
-            &[
-                "eval",
-                "generate",
-                "--src",
-                src.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "--name",
-                "tiny",
-            ],
-        )
-    };
-    let (status, stdout, stderr) = generate(&out);
+    let set = root.path().join("set");
+    let (status, stdout, stderr) = generate_tiny_set(root.path(), &src, &set);
     assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    (root, src, set)
+}
+
+#[test]
+fn eval_generate_builds_a_set_in_every_language_with_tags() {
+    let (root, src, out) = tiny_set();
+    let generate = |out: &Path| generate_tiny_set(root.path(), &src, out);
     let queries = read_results(&out.join("queries.jsonl"));
     let nl: Vec<&Value> = queries.iter().filter(|q| q["kind"] == "nl").collect();
     let cc: Vec<&Value> = queries
@@ -918,11 +930,19 @@ assert T.vendored_copy(sys.argv[2] + '/src').endswith('_vendored/requests'), T.v
 assert T.vendored_copy(sys.argv[2] + '/clean') is None
 print('ok', len(rows))
 "#;
+    let stdout = python3(&[
+        "-c".as_ref(),
+        program.as_ref(),
+        scripts.as_os_str(),
+        tree.path().as_os_str(),
+    ]);
+    assert!(stdout.starts_with("ok "), "{stdout}");
+}
+
+/// Runs `python3 ARGS`, checks that it succeeded and returns what it printed.
+fn python3(args: &[&std::ffi::OsStr]) -> String {
     let out = std::process::Command::new("python3")
-        .arg("-c")
-        .arg(program)
-        .arg(&scripts)
-        .arg(tree.path())
+        .args(args)
         .output()
         .expect("python3 runs");
     assert!(
@@ -930,7 +950,7 @@ print('ok', len(rows))
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("ok "));
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `scripts/eval/evallike_sets.py cut` turns a set whose corpus-nodocs blanks every queried doc
@@ -938,24 +958,7 @@ print('ok', len(rows))
 /// line moves.
 #[test]
 fn evallike_groups_blank_only_their_own_docs() {
-    let root = tempfile::tempdir().unwrap();
-    let src = root.path().join("src-tree");
-    write_multilanguage_tree(&src);
-    let set = root.path().join("tiny");
-    let (status, stdout, stderr) = run_tabby(
-        root.path(),
-        &[
-            "eval",
-            "generate",
-            "--src",
-            src.to_str().unwrap(),
-            "--out",
-            set.to_str().unwrap(),
-            "--name",
-            "tiny",
-        ],
-    );
-    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let (root, _, set) = tiny_set();
     let nl: Vec<Value> = read_results(&set.join("queries.jsonl"))
         .into_iter()
         .filter(|q| q["kind"] == "nl")
@@ -963,21 +966,17 @@ fn evallike_groups_blank_only_their_own_docs() {
     assert!(nl.len() >= 5, "{nl:?}");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/eval/evallike_sets.py");
     let groups_dir = root.path().join("groups");
-    let out = std::process::Command::new("python3")
-        .arg(&script)
-        .args(["cut", set.to_str().unwrap(), groups_dir.to_str().unwrap()])
-        .args(["--group", "4"])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let groups: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let groups: Vec<String> = python3(&[
+        script.as_os_str(),
+        "cut".as_ref(),
+        set.as_os_str(),
+        groups_dir.as_os_str(),
+        "--group".as_ref(),
+        "4".as_ref(),
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect();
     assert_eq!(groups.len(), 2, "{groups:?}");
     let files: Vec<String> = nl
         .iter()
