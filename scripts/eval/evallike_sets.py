@@ -34,6 +34,8 @@ import shutil
 import subprocess
 import sys
 
+from crossfit_ranker import read_splits
+
 WORD = re.compile(r'\w+')
 
 
@@ -43,8 +45,8 @@ def read_lines(path):
 
 
 def doc_runs(full_root, nodocs_root):
-    """{file: [[first, last], ...]}: the runs of lines (1-based, inclusive) that corpus-nodocs
-    blanked."""
+    """{file: ([[first, last], ...], full lines, nodocs lines)} for each file of which
+    corpus-nodocs blanked runs of lines (1-based, inclusive)."""
     runs = {}
     for dirpath, _, names in os.walk(nodocs_root):
         for name in sorted(names):
@@ -64,7 +66,7 @@ def doc_runs(full_root, nodocs_root):
                     out[-1][1] = i + 1
                 else:
                     out.append([i + 1, i + 1])
-            runs[rel] = out
+            runs[rel] = (out, full, nodocs)
     return runs
 
 
@@ -76,7 +78,7 @@ def owners(runs, queries):
         for r in q['relevant']:
             by_file.setdefault(r['filepath'], []).append((r['start_line'], r['end_line'], k))
     owner, orphans = {}, 0
-    for path, rr in runs.items():
+    for path, (rr, _, _) in runs.items():
         for first, last in rr:
             best = None
             for start, end, k in by_file.get(path, ()):
@@ -116,9 +118,8 @@ def cut(src, out, group=110, seed=20241207):
         os.symlink(os.path.abspath(full_root), os.path.join(d, 'corpus-full'))
         shutil.copytree(full_root, os.path.join(d, 'corpus-nodocs'))
         words = []
-        for path, rr in sorted(runs.items()):
-            lines = read_lines(os.path.join(full_root, path))
-            blank = read_lines(os.path.join(nodocs_root, path))
+        for path, (rr, full, blank) in sorted(runs.items()):
+            lines = list(full)
             for first, last in rr:
                 k = owner.get((path, first))
                 if k is None or k in members:
@@ -142,14 +143,9 @@ def cut(src, out, group=110, seed=20241207):
                 fh.write(json.dumps(q) + '\n')
         written.append(d)
     print(f'{name}: {len(queries)} nl queries in {groups} groups, '
-          f'{sum(len(r) for r in runs.values())} blanked runs ({orphans} documenting no query), '
+          f'{sum(len(r[0]) for r in runs.values())} blanked runs ({orphans} documenting no query), '
           f'{dropped} queries dropped as still in the text', file=sys.stderr)
     return written
-
-
-def read_splits(path):
-    with open(path, encoding='utf-8') as fh:
-        return [line.rstrip('\n').split('\t') for line in fh if line.strip()]
 
 
 def collect(cf_dir, pairs_dir, out, tabby, group, seed):
@@ -157,7 +153,7 @@ def collect(cf_dir, pairs_dir, out, tabby, group, seed):
     ranker = os.path.join(out, 'ranker')
     os.makedirs(ranker, exist_ok=True)
     rows = []
-    for name, split, language, fold in splits:
+    for name, split, language, fold in (row[:4] for row in splits.values()):
         if split != 'train':
             link = os.path.join(ranker, name)
             if not os.path.lexists(link):

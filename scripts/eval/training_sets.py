@@ -107,10 +107,13 @@ PACKAGES = [
 ]
 
 
-# Directory names that mark a vendored copy of a reserved or dev package (--extra).
-VENDORED_NAMES = {'click', 'requests', 'jinja2', 'flask', 'httpx', 'urllib3', 'werkzeug', 'rich',
-                  'attr', 'attrs', 'pydantic', 'markdown', 'packaging', 'tomlkit', 'pyflakes',
-                  'pflag', 'cobra', 'gin', 'mux'}
+# Directory names that mark a vendored copy of a reserved or dev package in an --extra tree (the
+# list holds Python and Go packages): the PyPI names of both lists, attrs' import name `attr`,
+# and the import names of the held-out Go modules. BurntSushi/toml's `toml` is not among them:
+# the three list trees with a `toml` directory hold their own code there (viper's
+# internal/encoding/toml, koanf's parsers/toml, participle's _examples/toml).
+VENDORED_NAMES = (RESERVED['pypi'] | {'attr', 'pflag', 'cobra', 'gin', 'mux'}
+                  | {p for r, p, _, _, s in PACKAGES if r == 'pypi' and s == 'dev'})
 
 
 def read_extra(path):
@@ -277,9 +280,9 @@ def main():
             continue
         src = fetch(registry, package, version, args.cache)
         out = os.path.join(args.out, name)
-        if (registry, package) in names and vendored_copy(src):
-            print(f'{name}: skipped, {vendored_copy(src)} may be a reserved or dev package',
-                  file=sys.stderr)
+        vendored = vendored_copy(src) if (registry, package) in names else None
+        if vendored:
+            print(f'{name}: skipped, {vendored} may be a reserved or dev package', file=sys.stderr)
             continue
         if language == 'rust' and len(glob.glob(os.path.join(src, '**', '*.rs'), recursive=True)) < 5:
             continue
