@@ -1021,3 +1021,79 @@ fn evallike_groups_blank_only_their_own_docs() {
     all.sort();
     assert_eq!(seen, all);
 }
+
+/// `scripts/eval/try_nl_feature.py` scores questions from `tabby eval --features-out` with the
+/// shipped ranker: at weight 0 its figure is the service row of `tabby eval` on the same set.
+#[test]
+fn the_feature_trial_starts_from_the_service_s_own_figure() {
+    let root = tempfile::tempdir().unwrap();
+    let src = root.path().join("src-tree");
+    let topics = [
+        "parse",
+        "render",
+        "compress",
+        "encrypt",
+        "upload",
+        "resize",
+        "merge",
+        "validate",
+        "schedule",
+        "translate",
+        "index",
+        "backup",
+    ];
+    for (i, topic) in topics.iter().enumerate() {
+        let dir = src.join(format!("pkg{}", i % 4));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(format!("{topic}.py")),
+            format!(
+                "def {topic}_items(items, limit):\n    \"\"\"Applies the {topic} step to every item up to the limit.\"\"\"\n    out = []\n    for item in items[:limit]:\n        out.append(('{topic}', item))\n    return out\n\n\ndef helper_{i}(value):\n    return value * {i}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let set = root.path().join("sets").join("t");
+    let (status, stdout, stderr) = generate_tiny_set(root.path(), &src, &set);
+    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let ranker = root.path().join("ranker");
+    std::fs::create_dir_all(ranker.join("t")).unwrap();
+    std::fs::write(ranker.join("splits.tsv"), "t\tdev\tpython\tdefault\n").unwrap();
+    let (status, stdout, stderr) = run_tabby(
+        root.path(),
+        &[
+            "eval",
+            "--queries",
+            set.join("queries.jsonl").to_str().unwrap(),
+            "--corpus",
+            set.to_str().unwrap(),
+            "--legs",
+            "service",
+            "--embedding",
+            "hash",
+            "--features-out",
+            ranker.join("t/features.jsonl").to_str().unwrap(),
+        ],
+    );
+    assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let service = table_row(&stdout, "| service | nl |");
+    assert!(service[0] >= 10.0, "{stdout}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/eval/try_nl_feature.py");
+    let printed = python3(&[
+        script.as_os_str(),
+        "name-extends".as_ref(),
+        ranker.as_os_str(),
+        root.path().join("sets").as_os_str(),
+        "--weights".as_ref(),
+        "0,1".as_ref(),
+    ]);
+    let first = printed.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!(
+            "weight 0.0: mean of 1 sets {:.3} / {:.3}",
+            service[3], service[4]
+        )),
+        "{printed}\n{stdout}"
+    );
+    assert_eq!(printed.lines().count(), 2, "{printed}");
+}
