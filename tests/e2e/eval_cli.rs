@@ -179,6 +179,70 @@ fn eval_scores_every_leg_writes_results_and_prints_ceilings() {
     assert_eq!(table_row(&stdout, "| imports+rrf | completion |")[0], 1.0);
 }
 
+/// The line spans of every result in an eval results file.
+fn result_spans(path: &Path) -> Vec<u64> {
+    read_results(path)
+        .iter()
+        .flat_map(|row| row["results"].as_array().unwrap().clone())
+        .map(|r| r["end_line"].as_u64().unwrap() - r["start_line"].as_u64().unwrap() + 1)
+        .collect()
+}
+
+/// `--chunk-size` indexes with smaller chunks, and the result-lines table counts the lines
+/// the results file holds.
+#[test]
+fn eval_indexes_with_another_chunk_size_and_counts_result_lines() {
+    let f = Fixture::new();
+    let run = |name: &str, extra: &[&str]| {
+        let out = f.root.path().join(name);
+        let mut args = vec!["--legs", "bm25", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let (status, stdout, stderr) = f.eval(&f.queries, &args);
+        assert!(status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+        (stdout, out)
+    };
+    let (default_stdout, default_out) = run("default.jsonl", &[]);
+    let (small_stdout, small_out) = run("small.jsonl", &["--chunk-size", "64"]);
+
+    // Each file of the fixture fits one chunk of 512 characters; at 64 a chunk holds a line
+    // or two of this code.
+    let default_spans = result_spans(&default_out);
+    let small_spans = result_spans(&small_out);
+    assert!(default_spans.iter().any(|&s| s >= 7), "{default_spans:?}");
+    assert!(small_spans.iter().all(|&s| s <= 4), "{small_spans:?}");
+    assert!(small_spans.len() > default_spans.len());
+
+    // The table's mean lines per query are the results file's, and every result of this
+    // small corpus fits the line budget, so recall within it is Recall@10.
+    for (stdout, out) in [(&default_stdout, &default_out), (&small_stdout, &small_out)] {
+        let rows = read_results(out);
+        let sizes = stdout
+            .split("result lines")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no result-lines table:\n{stdout}"));
+        let size_row = table_row(sizes, "| bm25 | nl |");
+        let nl_rows: Vec<_> = rows
+            .iter()
+            .filter(|r| r["id"].as_str().unwrap().starts_with("nl-"))
+            .collect();
+        let nl_lines: u64 = nl_rows
+            .iter()
+            .flat_map(|row| row["results"].as_array().unwrap().clone())
+            .map(|r| r["end_line"].as_u64().unwrap() - r["start_line"].as_u64().unwrap() + 1)
+            .sum();
+        assert_eq!(size_row[0], 2.0, "{stdout}");
+        assert!(
+            (size_row[1] - nl_lines as f64 / 2.0).abs() <= 0.5,
+            "{nl_lines} lines over 2 queries:\n{stdout}"
+        );
+        assert_eq!(
+            size_row[2],
+            table_row(stdout, "| bm25 | nl |")[3],
+            "{stdout}"
+        );
+    }
+}
+
 #[test]
 fn eval_rejects_bad_input_with_a_message() {
     let f = Fixture::new();
@@ -196,6 +260,17 @@ fn eval_rejects_bad_input_with_a_message() {
         stderr.contains("--num-to-score must be at least 1"),
         "{stderr}"
     );
+
+    for size in ["0", "10", "1000000"] {
+        let (status, _, stderr) = run(&["--chunk-size", size], &queries);
+        assert!(!status.success());
+        assert!(
+            stderr.contains(&format!(
+                "--chunk-size must be between 64 and 16384 characters, not {size}"
+            )),
+            "{stderr}"
+        );
+    }
 
     let broken = root.join("broken.jsonl");
     std::fs::write(

@@ -158,6 +158,20 @@ impl LanguageTable {
     pub fn iter(&self) -> impl Iterator<Item = &Language> {
         self.languages.iter()
     }
+
+    /// The table with `size` as the chunk size of every language that sets none of its own
+    /// (code and the unknown language; markdown and plain text keep theirs): what
+    /// `tabby eval --chunk-size` indexes with.
+    pub fn with_default_chunk_size(mut self, size: usize) -> Self {
+        for language in self
+            .languages
+            .iter_mut()
+            .chain(std::iter::once(&mut self.unknown))
+        {
+            language.chunk_size.get_or_insert(size);
+        }
+        self
+    }
 }
 
 impl Default for LanguageTable {
@@ -192,6 +206,16 @@ mod tests {
         );
         assert!(t.by_path(Path::new("x.unknownext")).is_none());
         assert_eq!(t.get("markdown").chunk_size, Some(1536));
+    }
+
+    #[test]
+    fn a_default_chunk_size_leaves_the_languages_that_set_their_own() {
+        let t = LanguageTable::builtin().with_default_chunk_size(1024);
+        assert_eq!(t.get("python").chunk_size, Some(1024));
+        assert_eq!(t.by_ext("ts").unwrap().chunk_size, Some(1024));
+        assert_eq!(t.get("brainfuck").chunk_size, Some(1024));
+        assert_eq!(t.get("markdown").chunk_size, Some(1536));
+        assert_eq!(LanguageTable::builtin().get("python").chunk_size, None);
     }
 
     #[test]

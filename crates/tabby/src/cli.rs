@@ -233,6 +233,9 @@ pub async fn search(
     Ok(())
 }
 
+/// The chunk sizes `tabby eval --chunk-size` accepts: from a line or two to a few hundred lines.
+const EVAL_CHUNK_SIZES: std::ops::RangeInclusive<usize> = 64..=16384;
+
 /// What `tabby eval` was asked.
 pub struct EvalArgs {
     pub config: Option<PathBuf>,
@@ -248,6 +251,8 @@ pub struct EvalArgs {
     /// `--nl-expansion`: a table's path, or `none`.
     pub nl_expansion: Option<String>,
     pub features_out: Option<PathBuf>,
+    /// `--chunk-size`: another chunk size for the languages that set none.
+    pub chunk_size: Option<usize>,
     /// `--mode completion`: what to run.
     pub completion: Option<CompletionEvalArgs>,
 }
@@ -275,6 +280,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
         ranker,
         nl_expansion,
         features_out,
+        chunk_size,
         completion,
     } = args;
     let ranker = ranker
@@ -293,6 +299,15 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
     }
     if num_to_score == 0 {
         anyhow::bail!("--num-to-score must be at least 1");
+    }
+    if let Some(size) = chunk_size
+        && !(EVAL_CHUNK_SIZES.contains(&size))
+    {
+        anyhow::bail!(
+            "--chunk-size must be between {} and {} characters, not {size}",
+            EVAL_CHUNK_SIZES.start(),
+            EVAL_CHUNK_SIZES.end()
+        );
     }
     let paths = TabbyPaths::from_env();
     let config = load_config(&paths, config)?;
@@ -372,6 +387,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
             config,
             model,
             ranker,
+            chunk_size,
         })
         .await;
     }
@@ -387,6 +403,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
         ranker,
         nl_expansion,
         features_out,
+        chunk_size,
         config,
     })
     .await

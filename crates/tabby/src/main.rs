@@ -132,6 +132,10 @@ enum Command {
         /// relevant, one JSON line per query (the ranker's training data).
         #[arg(long, value_name = "PATH")]
         features_out: Option<PathBuf>,
+        /// Index with chunks of at most N characters in every language that sets no size of
+        /// its own (default: 512; markdown and plain text keep 1536).
+        #[arg(long, value_name = "N")]
+        chunk_size: Option<usize>,
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
         /// `retrieval`: score each search leg. `completion`: run the completion queries through
@@ -331,6 +335,7 @@ fn main() -> std::process::ExitCode {
                 ranker,
                 nl_expansion,
                 features_out,
+                chunk_size,
                 config,
                 mode,
                 variants,
@@ -351,6 +356,7 @@ fn main() -> std::process::ExitCode {
                     ranker,
                     nl_expansion,
                     features_out,
+                    chunk_size,
                     completion: match mode {
                         EvalModeArg::Retrieval => None,
                         EvalModeArg::Completion => Some(tabby::cli::CompletionEvalArgs {

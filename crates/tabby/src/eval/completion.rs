@@ -30,11 +30,10 @@ use tabby_common::{
         event::ComposedLogger,
     },
     config::{CodeSearchParams, CompletionConfig, Config, SnippetFormat},
-    languages::LanguageTable,
 };
 use tabby_inference::{CompletionOptions, CompletionStream, FirstNames, ModelError};
 
-use super::{IndexedCorpus, Range, index_corpus, paired, percentile};
+use super::{IndexedCorpus, Range, eval_languages, index_corpus, paired, percentile};
 use crate::services::{
     code::{CodeSearchEmbedding, CodeSearchService, QueryStrategy},
     completion::{
@@ -295,6 +294,8 @@ pub struct CompletionEvalOptions {
     pub model: CompletionModel,
     /// Another ranker than the built-in one (`--ranker`).
     pub ranker: Option<Arc<crate::services::code::ranker::Ranker>>,
+    /// Another chunk size for the languages that set none (`--chunk-size`).
+    pub chunk_size: Option<usize>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -402,7 +403,14 @@ struct Tally {
 }
 
 pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
-    let corpus = index_corpus(&options.corpus, options.embedding.as_ref(), &options.config).await?;
+    let languages = Arc::new(eval_languages(options.chunk_size));
+    let corpus = index_corpus(
+        &options.corpus,
+        options.embedding.as_ref(),
+        &options.config,
+        &languages,
+    )
+    .await?;
     let mut cases = read_cases(&options.queries, &corpus)?;
     if let Some(n) = options.limit {
         cases.truncate(n);
@@ -415,7 +423,6 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
     {
         bail!("no completion query of the set has an id that --only names");
     }
-    let languages = Arc::new(LanguageTable::builtin());
     // A fresh search service per variant: the caches a variant's first requests fill (the
     // index reader, each file's imports) would otherwise make the next variant's first
     // requests look cheaper than a server's.

@@ -128,6 +128,33 @@ struct PackSize {
     recall: f64,
 }
 
+/// Lines the results of a leg show, summed over queries: the top 10's, and recall within the
+/// first [`LINE_BUDGET`] lines (so that chunk sizes compare at equal reading).
+#[derive(Default)]
+struct ResultLines {
+    n: usize,
+    lines: usize,
+    recall_in_budget: f64,
+}
+
+/// The lines a reader (or a prompt) takes in for `ResultLines::recall_in_budget`: about ten
+/// results of 25 lines.
+const LINE_BUDGET: usize = 250;
+
+/// The results that fit in [`LINE_BUDGET`] lines, best first.
+fn within_line_budget(results: &[Range]) -> &[Range] {
+    let mut lines = 0;
+    let fit = results
+        .iter()
+        .take(K)
+        .take_while(|r| {
+            lines += r.end_line.saturating_sub(r.start_line) + 1;
+            lines <= LINE_BUDGET
+        })
+        .count();
+    &results[..fit]
+}
+
 #[derive(Clone, Debug, Deserialize)]
 struct Range {
     filepath: String,
@@ -167,7 +194,18 @@ pub struct EvalOptions {
     pub nl_expansion: Option<Option<Arc<crate::services::code::expansion::NlExpansion>>>,
     /// Where to write each query's candidates with their features and labels.
     pub features_out: Option<PathBuf>,
+    /// Another chunk size for the languages that set none (`--chunk-size`).
+    pub chunk_size: Option<usize>,
     pub config: Config,
+}
+
+/// The languages table an eval indexes and searches with: the built-in one, with `chunk_size`
+/// (`--chunk-size`) for every language that sets none of its own.
+fn eval_languages(chunk_size: Option<usize>) -> LanguageTable {
+    match chunk_size {
+        Some(size) => LanguageTable::builtin().with_default_chunk_size(size),
+        None => LanguageTable::builtin(),
+    }
 }
 
 fn read_queries(path: &Path) -> anyhow::Result<Vec<EvalQuery>> {
@@ -308,6 +346,7 @@ async fn index_corpus(
     corpus: &Path,
     embedding: Option<&CodeSearchEmbedding>,
     config: &Config,
+    languages: &LanguageTable,
 ) -> anyhow::Result<IndexedCorpus> {
     let sources = corpus_sources(corpus)?;
     let tmp = tempfile::tempdir().context("cannot create a temporary index directory")?;
@@ -318,7 +357,7 @@ async fn index_corpus(
         model_id: e.model_id.clone(),
         max_input_bytes: config.embedding.max_input_length,
     });
-    let mut indexer = CodeIndexer::open(&index_dir, setup, LanguageTable::builtin()).await?;
+    let mut indexer = CodeIndexer::open(&index_dir, setup, languages.clone()).await?;
     let corpus = IndexedCorpus {
         index_dir: index_dir.clone(),
         sources,
@@ -342,9 +381,15 @@ async fn index_corpus(
 
 pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let queries = read_queries(&options.queries)?;
-    let corpus = index_corpus(&options.corpus, options.embedding.as_ref(), &options.config).await?;
+    let languages = eval_languages(options.chunk_size);
+    let corpus = index_corpus(
+        &options.corpus,
+        options.embedding.as_ref(),
+        &options.config,
+        &languages,
+    )
+    .await?;
     let sources = &corpus.sources;
-    let languages = LanguageTable::builtin();
 
     let mut service = CodeSearchService::new(
         corpus.index_dir.clone(),
@@ -394,6 +439,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
         },
     });
     let mut pack_sizes: BTreeMap<(Leg, String), PackSize> = BTreeMap::new();
+    let mut result_lines: BTreeMap<(Leg, String), ResultLines> = BTreeMap::new();
 
     let mut results: BTreeMap<Leg, Vec<(String, Vec<Range>)>> = BTreeMap::new();
     let mut totals: BTreeMap<(Leg, String), Metrics> = BTreeMap::new();
@@ -590,6 +636,14 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             let m = score(query, &ranges);
             add(totals.entry((*leg, query.kind.clone())).or_default(), &m);
             add(totals.entry((*leg, "all".into())).or_default(), &m);
+            let size = result_lines.entry((*leg, query.kind.clone())).or_default();
+            size.n += 1;
+            size.lines += ranges
+                .iter()
+                .take(K)
+                .map(|r| r.end_line.saturating_sub(r.start_line) + 1)
+                .sum::<usize>();
+            size.recall_in_budget += score(query, within_line_budget(&ranges)).recall[2];
             results
                 .entry(*leg)
                 .or_default()
@@ -676,6 +730,21 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             c.recall[1] / n,
             c.recall[2] / n,
             c.recall[3] / n
+        );
+    }
+    println!(
+        "\nresult lines (the top {K}'s lines, and recall within the first {LINE_BUDGET} lines of results):"
+    );
+    println!("| leg | kind | n | lines in the top {K} | R within {LINE_BUDGET} lines |");
+    println!("|---|---|---|---|---|");
+    for ((leg, kind), size) in &result_lines {
+        let n = size.n.max(1) as f64;
+        println!(
+            "| {} | {kind} | {} | {:.0} | {:.3} |",
+            leg.name(),
+            size.n,
+            size.lines as f64 / n,
+            size.recall_in_budget / n
         );
     }
     if !pack_sizes.is_empty() {
