@@ -179,10 +179,9 @@ fn eval_scores_every_leg_writes_results_and_prints_ceilings() {
     assert_eq!(table_row(&stdout, "| imports+rrf | completion |")[0], 1.0);
 }
 
-/// The line spans of every result in an eval results file.
-fn result_spans(path: &Path) -> Vec<u64> {
-    read_results(path)
-        .iter()
+/// The line spans of every result in these rows of an eval results file.
+fn result_spans<'a>(rows: impl IntoIterator<Item = &'a Value>) -> Vec<u64> {
+    rows.into_iter()
         .flat_map(|row| row["results"].as_array().unwrap().clone())
         .map(|r| r["end_line"].as_u64().unwrap() - r["start_line"].as_u64().unwrap() + 1)
         .collect()
@@ -206,14 +205,15 @@ fn eval_indexes_with_another_chunk_size_and_counts_result_lines() {
 
     // Each file of the fixture fits one chunk of 512 characters; at 64 a chunk holds a line
     // or two of this code.
-    let default_spans = result_spans(&default_out);
-    let small_spans = result_spans(&small_out);
+    let default_spans = result_spans(&read_results(&default_out));
+    let small_spans = result_spans(&read_results(&small_out));
     assert!(default_spans.iter().any(|&s| s >= 7), "{default_spans:?}");
     assert!(small_spans.iter().all(|&s| s <= 4), "{small_spans:?}");
     assert!(small_spans.len() > default_spans.len());
 
     // The table's mean lines per query are the results file's, and every result of this
-    // small corpus fits the line budget, so recall within it is Recall@10.
+    // small corpus fits the line budget, so recall within it is Recall@10 (the budget's cut
+    // is unit-tested in eval/mod.rs).
     for (stdout, out) in [(&default_stdout, &default_out), (&small_stdout, &small_out)] {
         let rows = read_results(out);
         let sizes = stdout
@@ -221,15 +221,12 @@ fn eval_indexes_with_another_chunk_size_and_counts_result_lines() {
             .nth(1)
             .unwrap_or_else(|| panic!("no result-lines table:\n{stdout}"));
         let size_row = table_row(sizes, "| bm25 | nl |");
-        let nl_rows: Vec<_> = rows
-            .iter()
-            .filter(|r| r["id"].as_str().unwrap().starts_with("nl-"))
-            .collect();
-        let nl_lines: u64 = nl_rows
-            .iter()
-            .flat_map(|row| row["results"].as_array().unwrap().clone())
-            .map(|r| r["end_line"].as_u64().unwrap() - r["start_line"].as_u64().unwrap() + 1)
-            .sum();
+        let nl_lines: u64 = result_spans(
+            rows.iter()
+                .filter(|r| r["id"].as_str().unwrap().starts_with("nl-")),
+        )
+        .iter()
+        .sum();
         assert_eq!(size_row[0], 2.0, "{stdout}");
         assert!(
             (size_row[1] - nl_lines as f64 / 2.0).abs() <= 0.5,

@@ -301,7 +301,7 @@ pub async fn eval(args: EvalArgs) -> anyhow::Result<()> {
         anyhow::bail!("--num-to-score must be at least 1");
     }
     if let Some(size) = chunk_size
-        && !(EVAL_CHUNK_SIZES.contains(&size))
+        && !EVAL_CHUNK_SIZES.contains(&size)
     {
         anyhow::bail!(
             "--chunk-size must be between {} and {} characters, not {size}",

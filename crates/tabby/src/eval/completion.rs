@@ -33,7 +33,7 @@ use tabby_common::{
 };
 use tabby_inference::{CompletionOptions, CompletionStream, FirstNames, ModelError};
 
-use super::{IndexedCorpus, Range, eval_languages, index_corpus, paired, percentile};
+use super::{IndexedCorpus, Range, index_corpus, paired, percentile};
 use crate::services::{
     code::{CodeSearchEmbedding, CodeSearchService, QueryStrategy},
     completion::{
@@ -403,12 +403,11 @@ struct Tally {
 }
 
 pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
-    let languages = Arc::new(eval_languages(options.chunk_size));
     let corpus = index_corpus(
         &options.corpus,
         options.embedding.as_ref(),
         &options.config,
-        &languages,
+        options.chunk_size,
     )
     .await?;
     let mut cases = read_cases(&options.queries, &corpus)?;
@@ -430,7 +429,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
         let mut search = CodeSearchService::new(
             corpus.index_dir.clone(),
             options.embedding.clone(),
-            languages.clone(),
+            corpus.languages.clone(),
         );
         search.query_strategy = options.strategy;
         search.files = Some(Arc::new(tabby_index::repo_files::RepoFiles::new(
@@ -460,7 +459,7 @@ pub async fn run(options: CompletionEvalOptions) -> anyhow::Result<()> {
                     prompt_template: options.model.prompt_template.clone(),
                     additional_stop_words: options.model.additional_stop_words.clone(),
                 },
-                languages.clone(),
+                corpus.languages.clone(),
                 config.clone(),
                 Some(search.clone()),
                 Arc::new(ComposedLogger(vec![])),

@@ -148,7 +148,7 @@ fn within_line_budget(results: &[Range]) -> &[Range] {
         .iter()
         .take(K)
         .take_while(|r| {
-            lines += r.end_line.saturating_sub(r.start_line) + 1;
+            lines += r.lines();
             lines <= LINE_BUDGET
         })
         .count();
@@ -160,6 +160,13 @@ struct Range {
     filepath: String,
     start_line: usize,
     end_line: usize,
+}
+
+impl Range {
+    /// The lines the result spans.
+    fn lines(&self) -> usize {
+        self.end_line.saturating_sub(self.start_line) + 1
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -197,15 +204,6 @@ pub struct EvalOptions {
     /// Another chunk size for the languages that set none (`--chunk-size`).
     pub chunk_size: Option<usize>,
     pub config: Config,
-}
-
-/// The languages table an eval indexes and searches with: the built-in one, with `chunk_size`
-/// (`--chunk-size`) for every language that sets none of its own.
-fn eval_languages(chunk_size: Option<usize>) -> LanguageTable {
-    match chunk_size {
-        Some(size) => LanguageTable::builtin().with_default_chunk_size(size),
-        None => LanguageTable::builtin(),
-    }
 }
 
 fn read_queries(path: &Path) -> anyhow::Result<Vec<EvalQuery>> {
@@ -316,6 +314,8 @@ struct IndexedCorpus {
     index_dir: PathBuf,
     /// Source name (`full`, `nodocs` or `corpus`) → directory.
     sources: BTreeMap<String, PathBuf>,
+    /// The languages table the corpus was indexed with, for the search service too.
+    languages: Arc<LanguageTable>,
 }
 
 impl IndexedCorpus {
@@ -346,8 +346,13 @@ async fn index_corpus(
     corpus: &Path,
     embedding: Option<&CodeSearchEmbedding>,
     config: &Config,
-    languages: &LanguageTable,
+    chunk_size: Option<usize>,
 ) -> anyhow::Result<IndexedCorpus> {
+    // The built-in table, with `--chunk-size` for every language that sets none of its own.
+    let languages = match chunk_size {
+        Some(size) => LanguageTable::builtin().with_default_chunk_size(size),
+        None => LanguageTable::builtin(),
+    };
     let sources = corpus_sources(corpus)?;
     let tmp = tempfile::tempdir().context("cannot create a temporary index directory")?;
     let index_dir = tmp.path().join("index");
@@ -362,6 +367,7 @@ async fn index_corpus(
         index_dir: index_dir.clone(),
         sources,
         tmp,
+        languages: Arc::new(languages),
     };
     for name in corpus.sources.keys() {
         let repo = RepositoryToIndex {
@@ -381,12 +387,11 @@ async fn index_corpus(
 
 pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let queries = read_queries(&options.queries)?;
-    let languages = eval_languages(options.chunk_size);
     let corpus = index_corpus(
         &options.corpus,
         options.embedding.as_ref(),
         &options.config,
-        &languages,
+        options.chunk_size,
     )
     .await?;
     let sources = &corpus.sources;
@@ -394,7 +399,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
     let mut service = CodeSearchService::new(
         corpus.index_dir.clone(),
         options.embedding.clone(),
-        Arc::new(languages),
+        corpus.languages.clone(),
     );
     service.query_strategy = options.strategy;
     // Files read as the repository has them, as a server reads them (the names and members
@@ -638,11 +643,7 @@ pub async fn run(options: EvalOptions) -> anyhow::Result<()> {
             add(totals.entry((*leg, "all".into())).or_default(), &m);
             let size = result_lines.entry((*leg, query.kind.clone())).or_default();
             size.n += 1;
-            size.lines += ranges
-                .iter()
-                .take(K)
-                .map(|r| r.end_line.saturating_sub(r.start_line) + 1)
-                .sum::<usize>();
+            size.lines += ranges.iter().take(K).map(Range::lines).sum::<usize>();
             size.recall_in_budget += score(query, within_line_budget(&ranges)).recall[2];
             results
                 .entry(*leg)
@@ -927,5 +928,25 @@ mod tests {
         assert!((m.ndcg - dcg / idcg).abs() < 1e-9);
         let none = score(&query, &[r("a.py", 21, 30)]);
         assert_eq!(none.mrr, 0.0);
+    }
+
+    #[test]
+    fn the_line_budget_keeps_the_results_that_fit_in_order() {
+        // 100 + 100 + 50 lines fit 250 exactly; the next result does not, nor any after it.
+        let results = [
+            r("a.py", 1, 100),
+            r("b.py", 1, 100),
+            r("c.py", 11, 60),
+            r("d.py", 1, 1),
+            r("e.py", 1, 1),
+        ];
+        let fit = within_line_budget(&results);
+        assert_eq!(fit.len(), 3);
+        assert_eq!(fit[2].filepath, "c.py");
+        // A hit past the budget does not count, one inside it does.
+        let query = q(&[("d.py", 1, 1)]);
+        assert_eq!(score(&query, &results).recall[2], 1.0);
+        assert_eq!(score(&query, fit).recall[2], 0.0);
+        assert_eq!(within_line_budget(&[r("x.py", 1, 300)]).len(), 0);
     }
 }
