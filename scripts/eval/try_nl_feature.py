@@ -2,9 +2,11 @@
 """Tries one candidate feature for questions offline: adds it, times a weight, to the shipped
 ranker's nl score and prints Recall@10 / MRR@10 per weight, as train_ranker.py counts them.
 Session 40's four tries (README: "Training the ranker on eval-like sets, and four more question
-features"); none ships.
+features") and session 42's sentence encoder ("A sentence encoder over the top candidates");
+none ships.
 
 Usage: try_nl_feature.py FEATURE RANKER_DIR SET_DIR... [--split dev] [--tabby BIN] [--weights W,...]
+                         [--top N] [--embed-texts BIN] [--model DIR]
   FEATURE:
     file-vote       BM25 of the question over the doc sentences left in the set's corpus-nodocs
                     (found by `tabby eval generate` on it); the top 10 vote for their files
@@ -16,6 +18,11 @@ Usage: try_nl_feature.py FEATURE RANKER_DIR SET_DIR... [--split dev] [--tabby BI
     maxsim-near     the same with equal pieces left out
     name-extends    1 when a definition the candidate's text declares is named like an identifier
                     of the question, or extends it by at most two characters (IntVar → IntVarP)
+    encoder         the cosine of the question and the candidate's text in a sentence encoder
+                    (--model, default all-MiniLM-L6-v2, through the runtime's own encoder:
+                    --embed-texts, the tabby-local example `embed_texts`), relative to the best
+                    of the query's --top candidates by the shipped score; the others get -1, so
+                    this reranks the top (session 42)
   RANKER_DIR: splits.tsv and NAME/features.jsonl (crossfit_ranker.py's WORK_DIR/ranker; add
     click with `tabby eval --features-out RANKER_DIR/click/features.jsonl` and a splits row).
   SET_DIR: directories holding NAME/queries.jsonl and NAME/corpus-nodocs, searched in order.
@@ -167,10 +174,42 @@ class Pieces:
         return float(sims.max(1).mean())
 
 
-def feature_values(feature, queries, set_dir, tabby, pieces):
+def encoder_values(queries, texts, args):
+    """The `encoder` feature: cosines in a sentence encoder over each query's top candidates."""
+    import numpy as np
+    tops = []
+    inputs = {}
+    for q in queries:
+        top = sorted(q['candidates'], key=lambda c: -c['base'])[:args.top]
+        tops.append(top)
+        inputs.setdefault(texts[q['id']], len(inputs))
+        for c in top:
+            c['text'] = candidate_text(c)
+            inputs.setdefault(c['text'], len(inputs))
+    order = sorted(inputs, key=inputs.get)
+    run = subprocess.run([args.embed_texts, args.model],
+                         input=''.join(json.dumps(t) + '\n' for t in order),
+                         capture_output=True, text=True, check=True)
+    vectors = np.array([json.loads(l) for l in run.stdout.splitlines()], dtype=np.float32)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1), 1e-9)[:, None]
+    for q, top in zip(queries, tops):
+        question = vectors[inputs[texts[q['id']]]]
+        for c in q['candidates']:
+            c['f'] = -1.0
+        for c in top:
+            c['f'] = float(vectors[inputs[c.pop('text')]] @ question)
+        best = max((c['f'] for c in top), default=0.0)
+        for c in top:
+            c['f'] -= best
+
+
+def feature_values(feature, queries, set_dir, tabby, pieces, args):
     """Sets c['f'] on every candidate of the set's nl queries."""
     texts = {json.loads(l)['id']: json.loads(l)['query']
              for l in open(os.path.join(set_dir, 'queries.jsonl'), encoding='utf-8')}
+    if feature == 'encoder':
+        encoder_values(queries, texts, args)
+        return
     if feature in ('file-vote', 'local-model1'):
         pairs = local_pairs(tabby, set_dir)
         bm25 = Bm25([p[0] for p in pairs])
@@ -208,12 +247,19 @@ def feature_values(feature, queries, set_dir, tabby, pieces):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('feature', choices=('file-vote', 'local-model1', 'maxsim', 'maxsim-near',
-                                        'name-extends'))
+                                        'name-extends', 'encoder'))
     ap.add_argument('ranker_dir')
     ap.add_argument('set_dirs', nargs='+')
     ap.add_argument('--split', default='dev')
     ap.add_argument('--tabby', default='tabby')
     ap.add_argument('--weights', default='0,0.1,0.25,0.5,1,2,4,8')
+    ap.add_argument('--top', type=int, default=20)
+    ap.add_argument('--embed-texts', default=os.path.join(
+        os.environ.get('CARGO_TARGET_DIR', os.path.join(ROOT, 'target')), 'release', 'examples',
+        'embed_texts'))
+    ap.add_argument('--model', default=os.path.join(
+        os.environ.get('TABBY_ROOT', os.path.expanduser('~/.tabby')), 'models',
+        'sentence-transformers', 'all-MiniLM-L6-v2'))
     args = ap.parse_args()
     shipped = json.load(open(os.path.join(ROOT, 'crates', 'tabby', 'assets', 'ranker.json')))
     w = shipped['weights']['nl']
@@ -235,7 +281,7 @@ def main():
         for q in queries:
             for c in q['candidates']:
                 c['base'] = sum(a * b for a, b in zip(w, c['x']))
-        feature_values(args.feature, queries, set_dir, args.tabby, pieces)
+        feature_values(args.feature, queries, set_dir, args.tabby, pieces, args)
         data[name] = queries
     if not data:
         sys.exit(f'no {args.split} set in {args.ranker_dir} has 10 or more questions')
