@@ -2,8 +2,8 @@
 """Tries one candidate feature for questions offline: adds it, times a weight, to the shipped
 ranker's nl score and prints Recall@10 / MRR@10 per weight, as train_ranker.py counts them.
 Session 40's four tries (README: "Training the ranker on eval-like sets, and four more question
-features") and session 42's sentence encoder ("A sentence encoder over the top candidates");
-none ships.
+features") and session 42's sentence encoder ("A sentence encoder fine-tuned on code, over a
+question's top 20"); none ships.
 
 Usage: try_nl_feature.py FEATURE RANKER_DIR SET_DIR... [--split dev] [--tabby BIN] [--weights W,...]
                          [--top N] [--embed-texts BIN] [--model DIR]
@@ -189,8 +189,10 @@ def encoder_values(queries, texts, args):
     order = sorted(inputs, key=inputs.get)
     run = subprocess.run([args.embed_texts, args.model],
                          input=''.join(json.dumps(t) + '\n' for t in order),
-                         capture_output=True, text=True, check=True)
+                         stdout=subprocess.PIPE, text=True, check=True)
     vectors = np.array([json.loads(l) for l in run.stdout.splitlines()], dtype=np.float32)
+    if len(vectors) != len(order):
+        sys.exit(f'{args.embed_texts} gave {len(vectors)} vectors for {len(order)} texts')
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1), 1e-9)[:, None]
     for q, top in zip(queries, tops):
         question = vectors[inputs[texts[q['id']]]]
